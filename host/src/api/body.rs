@@ -1,0 +1,179 @@
+//! Request bodies: JSON, multipart (with `@jsonPayload`) and urlencoded forms into one JSON object,
+//! read under the configured size limit.
+
+use super::error::{ApiError, ApiResult};
+use axum::body::Body;
+use axum::http::{HeaderMap, header};
+use serde_json::{Map, Value};
+
+/// Read the whole body, refusing (413) as soon as it passes `limit` bytes.
+pub(crate) async fn read_limited(headers: &HeaderMap, body: Body, limit: usize) -> ApiResult<bytes::Bytes> {
+    if let Some(len) = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
+        && len > limit
+    {
+        return Err(ApiError::too_large());
+    }
+    axum::body::to_bytes(body, limit).await.map_err(|_| ApiError::too_large())
+}
+
+fn content_type(headers: &HeaderMap) -> String {
+    headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase()
+}
+
+/// PocketBase infers plain form values: "true"/"false" become bools, a numeric string becomes a
+/// number only when it prints back identically.
+fn infer(s: &str) -> Value {
+    match s {
+        "true" => Value::Bool(true),
+        "false" => Value::Bool(false),
+        _ => {
+            if let Ok(n) = s.parse::<f64>()
+                && n.is_finite()
+                && crate::schema::value::number(n).to_string() == s
+            {
+                return crate::schema::value::number(n);
+            }
+            Value::String(s.to_owned())
+        }
+    }
+}
+
+fn push(map: &mut Map<String, Value>, key: String, v: Value) {
+    match map.get_mut(&key) {
+        Some(Value::Array(a)) => a.push(v),
+        Some(existing) => {
+            let prev = existing.take();
+            *existing = Value::Array(vec![prev, v]);
+        }
+        None => {
+            map.insert(key, v);
+        }
+    }
+}
+
+/// The parsed body. `files` counts file parts, which this build does not store yet.
+pub(crate) struct Parsed {
+    pub data: Map<String, Value>,
+    pub has_files: bool,
+}
+
+pub(crate) async fn parse(headers: &HeaderMap, body: Body, limit: usize) -> ApiResult<Parsed> {
+    let ct = content_type(headers);
+    if ct.starts_with("multipart/form-data") {
+        return parse_multipart(&ct, headers, body, limit).await;
+    }
+    let bytes = read_limited(headers, body, limit).await?;
+    if ct.starts_with("application/x-www-form-urlencoded") {
+        let mut data = Map::new();
+        for (k, v) in form_urlencoded_pairs(&bytes) {
+            push(&mut data, k, infer(&v));
+        }
+        return Ok(Parsed { data, has_files: false });
+    }
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Parsed { data: Map::new(), has_files: false });
+    }
+    match serde_json::from_slice::<Value>(&bytes) {
+        Ok(Value::Object(data)) => Ok(Parsed { data, has_files: false }),
+        Ok(Value::Null) => Ok(Parsed { data: Map::new(), has_files: false }),
+        _ => Err(ApiError::bad_request()),
+    }
+}
+
+fn form_urlencoded_pairs(bytes: &[u8]) -> Vec<(String, String)> {
+    let decode = |s: &str| -> String {
+        let s = s.replace('+', " ");
+        let b = s.as_bytes();
+        let mut out = Vec::with_capacity(b.len());
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] == b'%'
+                && i + 2 < b.len()
+                && let Ok(v) = u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or(""), 16)
+            {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+            out.push(b[i]);
+            i += 1;
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    String::from_utf8_lossy(bytes)
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (decode(k), decode(v))
+        })
+        .collect()
+}
+
+async fn parse_multipart(ct: &str, headers: &HeaderMap, body: Body, limit: usize) -> ApiResult<Parsed> {
+    let bytes = read_limited(headers, body, limit).await?;
+    let boundary = ct
+        .split(';')
+        .filter_map(|p| p.trim().strip_prefix("boundary="))
+        .next()
+        .map(|b| b.trim_matches('"').to_owned())
+        .ok_or_else(ApiError::bad_request)?;
+    let stream = futures_once(bytes);
+    let mut mp = multer::Multipart::new(stream, boundary);
+    let mut data = Map::new();
+    let mut has_files = false;
+    while let Some(field) = mp.next_field().await.map_err(|_| ApiError::bad_request())? {
+        let name = field.name().unwrap_or("").to_owned();
+        if field.file_name().is_some() {
+            has_files = true;
+            let _ = field.bytes().await.map_err(|_| ApiError::bad_request())?;
+            continue;
+        }
+        let text = field.text().await.map_err(|_| ApiError::bad_request())?;
+        if name == "@jsonPayload" {
+            match serde_json::from_str::<Value>(&text) {
+                Ok(Value::Object(m)) => {
+                    for (k, v) in m {
+                        data.insert(k, v);
+                    }
+                }
+                _ => return Err(ApiError::bad_request()),
+            }
+        } else {
+            push(&mut data, name, infer(&text));
+        }
+    }
+    Ok(Parsed { data, has_files })
+}
+
+fn futures_once(
+    bytes: bytes::Bytes,
+) -> impl futures_util::Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send + 'static {
+    futures_util::stream::once(async move { Ok::<_, std::io::Error>(bytes) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn form_values_are_inferred_like_pocketbase() {
+        assert_eq!(infer("7"), Value::from(7));
+        assert_eq!(infer("007"), Value::from("007"));
+        assert_eq!(infer("1e3"), Value::from("1e3"));
+        assert_eq!(infer("true"), Value::Bool(true));
+        assert_eq!(infer(""), Value::from(""));
+    }
+
+    #[test]
+    fn urlencoded_pairs_decode() {
+        let p = form_urlencoded_pairs(b"a=1&b=x+y&c=%41%42&tags=a&tags=b");
+        assert_eq!(p[1], ("b".into(), "x y".into()));
+        assert_eq!(p[2], ("c".into(), "AB".into()));
+        let mut m = Map::new();
+        for (k, v) in p {
+            push(&mut m, k, infer(&v));
+        }
+        assert_eq!(m["tags"], serde_json::json!(["a", "b"]));
+    }
+}

@@ -1,0 +1,363 @@
+//! `/api/collections`: superusers only.
+
+use super::error::{ApiError, ApiResult};
+use super::{Shared, caller, ok_json, query_map, request_info, require_superuser};
+use crate::query::{self, RequestInfo, Select};
+use crate::schema::define::{self, DefineError, build};
+use crate::schema::{Collection, Schema};
+use crate::store::{StoreError, ddl};
+use axum::body::Body;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
+
+/// `_collections` filters see this pseudo-collection: the keys PocketBase lets you filter on.
+fn meta_collection() -> Collection {
+    let def = json!({"name": "_collections", "fields": [
+        {"name": "name", "type": "text"}, {"name": "type", "type": "text"}, {"name": "system", "type": "bool"},
+        {"name": "created", "type": "text"}, {"name": "updated", "type": "text"}]});
+    build(&def, None, &Schema::default()).expect("static definition")
+}
+
+fn define_error(e: DefineError, message: &str) -> ApiError {
+    match e {
+        DefineError::BadFormat(why) => {
+            tracing::info!(why, "collection body refused");
+            ApiError::new(StatusCode::BAD_REQUEST, "Failed to load the submitted data due to invalid formatting.")
+        }
+        DefineError::Invalid(data) => ApiError::with_data(StatusCode::BAD_REQUEST, message, data),
+    }
+}
+
+fn store_error(e: StoreError, message: &str) -> ApiError {
+    match e {
+        StoreError::Invalid(why) => {
+            tracing::info!(why, "collection DDL refused");
+            let mut data = Map::new();
+            let field = if why.starts_with("Invalid view query") { "viewQuery" } else { "indexes" };
+            data.insert(field.into(), define::verr("validation_invalid_collection", &why));
+            ApiError::with_data(StatusCode::BAD_REQUEST, message, data)
+        }
+        other => other.into(),
+    }
+}
+
+pub(crate) async fn list(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> ApiResult<Response> {
+    let who = caller(&state, &headers).await;
+    require_superuser(&who)?;
+    let q = query_map(raw.as_deref());
+    let (page, per_page) = super::records::paging(&q, &state.cfg.limits)?;
+    let skip_total = super::records::skip_total(&q)?;
+    let meta = meta_collection();
+    let req = RequestInfo { is_superuser: true, ..RequestInfo::default() };
+    let mut sel = Select::default();
+    if let Some(Value::String(f)) = q.get("filter") {
+        sel = query::compile_filter(&meta, f, &req, true)?;
+    }
+    if let Some(Value::String(s)) = q.get("sort") {
+        sel.order_sql = query::compile_sort(&meta, s, &req)?;
+    }
+    // The filter was compiled against the pseudo-collection: evaluate it over the snapshot by
+    // asking SQLite about each row of _collections through the same SQL.
+    let sel2 = sel.clone();
+    let ids: Vec<String> = state
+        .store
+        .read(move |conn| crate::store::records::collection_ids(conn, &sel2))
+        .await?;
+    let schema = state.store.schema();
+    let all: Vec<&Arc<Collection>> = ids.iter().filter_map(|id| schema.by_id(id)).collect();
+    let total = all.len() as i64;
+    let start = ((page - 1) * per_page) as usize;
+    let items: Vec<Value> =
+        all.iter().skip(start).take(per_page as usize).map(|c| c.to_api_json()).collect();
+    let fields = super::serialize::FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
+        .map_err(|_| ApiError::bad_request())?;
+    let items: Vec<Value> = match &fields {
+        Some(f) => items.into_iter().map(|v| f.apply_value(v)).collect(),
+        None => items,
+    };
+    let (total_items, total_pages) =
+        if skip_total { (-1, -1) } else { (total, (total + per_page - 1) / per_page) };
+    Ok(ok_json(&json!({"items": items, "page": page, "perPage": per_page, "totalItems": total_items, "totalPages": total_pages})))
+}
+
+pub(crate) async fn view(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    Path(key): Path<String>,
+) -> ApiResult<Response> {
+    require_superuser(&caller(&state, &headers).await)?;
+    let c = super::find_collection(&state, &key).ok_or_else(ApiError::not_found)?;
+    Ok(ok_json(&c.to_api_json()))
+}
+
+async fn body_json(state: &Shared, headers: &HeaderMap, body: Body) -> ApiResult<Value> {
+    let parsed = super::body::parse(headers, body, state.cfg.http.body_bytes_max).await.map_err(|e| {
+        if e.status == StatusCode::BAD_REQUEST {
+            ApiError::new(StatusCode::BAD_REQUEST, "Failed to load the submitted data due to invalid formatting.")
+        } else {
+            e
+        }
+    })?;
+    Ok(Value::Object(parsed.data))
+}
+
+/// View collections get their fields from the query; rules are checked by compiling them.
+fn finish_definition(
+    conn: &rusqlite::Connection,
+    schema: &Schema,
+    mut c: Collection,
+) -> Result<Collection, StoreError> {
+    if c.is_view() {
+        c.fields = ddl::infer_view_fields(conn, schema, c.view_query())?;
+    }
+    Ok(c)
+}
+
+fn check_rules(c: &Collection) -> Result<(), ApiError> {
+    let req = RequestInfo::default();
+    let mut data = Map::new();
+    for (key, rule) in [
+        ("listRule", &c.rules.list),
+        ("viewRule", &c.rules.view),
+        ("createRule", &c.rules.create),
+        ("updateRule", &c.rules.update),
+        ("deleteRule", &c.rules.delete),
+    ] {
+        if let Some(r) = rule
+            && let Err(e) = query::compile_filter(c, r, &req, false)
+            && !matches!(e, query::QueryError::Unsupported(_))
+        {
+            data.insert(key.into(), define::verr("validation_invalid_rule", &format!("Invalid rule. Raw error: {e}.")));
+        }
+    }
+    if data.is_empty() { Ok(()) } else { Err(ApiError::with_data(StatusCode::BAD_REQUEST, "Failed to create collection.", data)) }
+}
+
+pub(crate) async fn create(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    require_superuser(&caller(&state, &headers).await)?;
+    let input = body_json(&state, &headers, body).await?;
+    let schema = state.store.schema();
+    let c = build(&input, None, &schema).map_err(|e| define_error(e, "Failed to create collection."))?;
+    if !c.is_view() {
+        check_rules(&c)?;
+    }
+    let store = Arc::clone(&state.store);
+    let created = state
+        .store
+        .write_schema(move |tx| {
+            let c = finish_definition(tx, &store.schema(), c)?;
+            ddl::create_collection(tx, &c)?;
+            Ok(c)
+        })
+        .await
+        .map_err(|e| store_error(e, "Failed to create collection."))?;
+    let fresh = state.store.schema().by_id(&created.id).cloned().ok_or_else(ApiError::internal)?;
+    Ok(ok_json(&fresh.to_api_json()))
+}
+
+pub(crate) async fn update(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    Path(key): Path<String>,
+    body: Body,
+) -> ApiResult<Response> {
+    require_superuser(&caller(&state, &headers).await)?;
+    let old = super::find_collection(&state, &key).ok_or_else(ApiError::not_found)?;
+    let input = body_json(&state, &headers, body).await?;
+    let schema = state.store.schema();
+    let new = build(&input, Some(&old), &schema).map_err(|e| define_error(e, "Failed to update collection."))?;
+    if !new.is_view() {
+        check_rules(&new).map_err(|mut e| {
+            e.message = "Failed to update collection.".into();
+            e
+        })?;
+    }
+    let store = Arc::clone(&state.store);
+    let updated = state
+        .store
+        .write_schema(move |tx| {
+            let new = finish_definition(tx, &store.schema(), new)?;
+            ddl::update_collection(tx, &old, &new)?;
+            Ok(new)
+        })
+        .await
+        .map_err(|e| store_error(e, "Failed to update collection."))?;
+    let fresh = state.store.schema().by_id(&updated.id).cloned().ok_or_else(ApiError::internal)?;
+    Ok(ok_json(&fresh.to_api_json()))
+}
+
+pub(crate) async fn delete(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    Path(key): Path<String>,
+) -> ApiResult<Response> {
+    require_superuser(&caller(&state, &headers).await)?;
+    let c = super::find_collection(&state, &key).ok_or_else(ApiError::not_found)?;
+    if c.system {
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, "Failed to delete collection."));
+    }
+    if let Some(other) = ddl::referenced_by(&state.store.schema(), &c) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("Failed to delete collection probably due to existing reference in {other}."),
+        ));
+    }
+    state.store.write_schema(move |tx| ddl::delete_collection(tx, &c)).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+pub(crate) async fn truncate(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    Path(key): Path<String>,
+) -> ApiResult<Response> {
+    require_superuser(&caller(&state, &headers).await)?;
+    let c = super::find_collection(&state, &key).ok_or_else(ApiError::not_found)?;
+    if c.is_view() {
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, "Failed to truncate collection."));
+    }
+    let schema = state.store.schema();
+    state
+        .store
+        .write(move |conn| {
+            let tx = conn.transaction()?;
+            crate::store::records::truncate(&tx, &schema, &c)?;
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+        .map_err(|e| match e {
+            StoreError::RequiredRelation => ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "Failed to truncate collection (most likely due to required cascade delete record references).",
+            ),
+            other => other.into(),
+        })?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+pub(crate) async fn scaffolds(State(state): State<Shared>, headers: HeaderMap) -> ApiResult<Response> {
+    require_superuser(&caller(&state, &headers).await)?;
+    let empty = Schema::default();
+    let mut out = Map::new();
+    for kind in ["auth", "base", "view"] {
+        let def = json!({"name": "scaffold", "type": kind, "viewQuery": "SELECT 1 as id"});
+        let mut c = build(&def, None, &empty).expect("scaffold definitions are valid");
+        c.id = String::new();
+        c.name = String::new();
+        c.created = String::new();
+        c.updated = String::new();
+        if kind == "view" {
+            c.options.insert("viewQuery".into(), json!(""));
+            c.fields.clear();
+        }
+        if kind == "auth" {
+            c.indexes = define::auth_indexes("", "").into();
+        }
+        out.insert(kind.into(), c.to_api_json());
+    }
+    Ok(ok_json(&Value::Object(out)))
+}
+
+pub(crate) async fn import(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    method: Method,
+    body: Body,
+) -> ApiResult<Response> {
+    let who = caller(&state, &headers).await;
+    require_superuser(&who)?;
+    let _ = request_info(who.as_ref(), &method, &headers, &Map::new(), Map::new());
+    let input = body_json(&state, &headers, body).await?;
+    let fail = |why: String| {
+        let mut data = Map::new();
+        data.insert(
+            "collections".into(),
+            define::verr(
+                "validation_collections_import_failure",
+                &format!("Failed to import the collections configuration. Raw error:\n{why}"),
+            ),
+        );
+        ApiError::with_data(StatusCode::BAD_REQUEST, "Failed to import collections.", data)
+    };
+    let Some(Value::Array(list)) = input.get("collections") else {
+        let mut data = Map::new();
+        data.insert("collections".into(), define::verr("validation_required", "Cannot be blank."));
+        return Err(ApiError::with_data(StatusCode::BAD_REQUEST, "Failed to import collections.", data));
+    };
+    let delete_missing = input.get("deleteMissing").and_then(Value::as_bool).unwrap_or(false);
+    let list = list.clone();
+    let store = Arc::clone(&state.store);
+    state
+        .store
+        .write_schema(move |tx| {
+            // Build against a schema that grows as the import proceeds, so relations between
+            // imported collections resolve in one pass (targets first is not required).
+            let mut current: Vec<Collection> = store.schema().collections.iter().map(|c| (**c).clone()).collect();
+            let mut staged: Vec<(Option<Collection>, Collection)> = Vec::new();
+            for pass_input in &list {
+                let key_id = pass_input.get("id").and_then(Value::as_str).unwrap_or("");
+                let key_name = pass_input.get("name").and_then(Value::as_str).unwrap_or("");
+                let existing = current.iter().find(|c| (!key_id.is_empty() && c.id == key_id) || c.name == key_name).cloned();
+                // Placeholder so that forward relations to this collection resolve.
+                let snapshot = Schema::new(
+                    current
+                        .iter()
+                        .cloned()
+                        .chain(list.iter().filter_map(|v| {
+                            let id = v.get("id").and_then(Value::as_str)?;
+                            if current.iter().any(|c| c.id == id) {
+                                return None;
+                            }
+                            let mut stub = build(&json!({"name": format!("__stub_{id}")}), None, &Schema::default()).ok()?;
+                            stub.id = id.to_owned();
+                            Some(stub)
+                        }))
+                        .collect(),
+                );
+                let built = build(pass_input, existing.as_ref(), &snapshot).map_err(|e| match e {
+                    DefineError::BadFormat(w) => StoreError::Invalid(w),
+                    DefineError::Invalid(d) => StoreError::Invalid(Value::Object(d).to_string()),
+                })?;
+                if let Some(pos) = current.iter().position(|c| c.id == built.id) {
+                    current[pos] = built.clone();
+                } else {
+                    current.push(built.clone());
+                }
+                staged.push((existing, built));
+            }
+            let snapshot = Schema::new(current.clone());
+            for (old, new) in staged.iter_mut() {
+                let done = finish_definition(tx, &snapshot, new.clone())?;
+                match old {
+                    Some(o) => ddl::update_collection(tx, o, &done)?,
+                    None => ddl::create_collection(tx, &done)?,
+                }
+            }
+            if delete_missing {
+                let keep: Vec<String> = staged.iter().map(|(_, n)| n.id.clone()).collect();
+                for c in store.schema().collections.iter().filter(|c| !c.system && !keep.contains(&c.id)) {
+                    ddl::delete_collection(tx, c)?;
+                }
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| match e {
+            StoreError::Invalid(w) => fail(w),
+            StoreError::Sqlite(s) => fail(s.to_string()),
+            other => other.into(),
+        })?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}

@@ -1,0 +1,96 @@
+//! PocketBase's error envelope `{data, message, status}`, and the one place where every area's
+//! error becomes a status code.
+
+use crate::query::QueryError;
+use crate::store::StoreError;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+
+pub(crate) const MSG_NOT_FOUND: &str = "The requested resource wasn't found.";
+pub(crate) const MSG_BAD_REQUEST: &str = "Something went wrong while processing your request.";
+pub(crate) const MSG_SUPERUSERS_ONLY: &str = "Only superusers can perform this action.";
+pub(crate) const MSG_REQUIRES_AUTH: &str = "The request requires valid record authorization token.";
+pub(crate) const MSG_FORBIDDEN_RECORD: &str = "The authorized record is not allowed to perform this action.";
+pub(crate) const MSG_MISSING_COLLECTION: &str = "Missing collection context.";
+pub(crate) const MSG_VALIDATION: &str = "An error occurred while validating the submitted data.";
+
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+    pub data: Map<String, Value>,
+}
+
+impl ApiError {
+    pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self { status, message: message.into(), data: Map::new() }
+    }
+    pub(crate) fn with_data(status: StatusCode, message: impl Into<String>, data: Map<String, Value>) -> Self {
+        Self { status, message: message.into(), data }
+    }
+    pub(crate) fn bad_request() -> Self {
+        Self::new(StatusCode::BAD_REQUEST, MSG_BAD_REQUEST)
+    }
+    pub(crate) fn not_found() -> Self {
+        Self::new(StatusCode::NOT_FOUND, MSG_NOT_FOUND)
+    }
+    pub(crate) fn superusers_only() -> Self {
+        Self::new(StatusCode::FORBIDDEN, MSG_SUPERUSERS_ONLY)
+    }
+    pub(crate) fn requires_auth() -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, MSG_REQUIRES_AUTH)
+    }
+    pub(crate) fn forbidden_record() -> Self {
+        Self::new(StatusCode::FORBIDDEN, MSG_FORBIDDEN_RECORD)
+    }
+    pub(crate) fn internal() -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, MSG_BAD_REQUEST)
+    }
+    pub(crate) fn too_large() -> Self {
+        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "Request entity too large.")
+    }
+}
+
+impl From<QueryError> for ApiError {
+    fn from(e: QueryError) -> Self {
+        tracing::info!(error = %e, "query refused");
+        match e {
+            QueryError::Forbidden(what) => {
+                Self::new(StatusCode::FORBIDDEN, format!("Only superusers can filter by {what}"))
+            }
+            QueryError::Parse(_) | QueryError::Resolve(_) | QueryError::Unsupported(_) => Self::bad_request(),
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        tracing::error!(error = %e, "store error");
+        match e {
+            StoreError::Invalid(_) | StoreError::NotUnique(_) | StoreError::RequiredRelation => Self::bad_request(),
+            StoreError::Referenced(_) => Self::bad_request(),
+            _ => Self::internal(),
+        }
+    }
+}
+
+pub(crate) fn json_response(status: StatusCode, body: &Value) -> Response {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let mut res = (status, bytes).into_response();
+    res.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    res
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if self.status.is_server_error() {
+            tracing::error!(status = self.status.as_u16(), message = %self.message, "request failed");
+        } else {
+            tracing::debug!(status = self.status.as_u16(), message = %self.message, "request refused");
+        }
+        json_response(self.status, &json!({"data": self.data, "message": self.message, "status": self.status.as_u16()}))
+    }
+}
+
+pub(crate) type ApiResult<T> = Result<T, ApiError>;

@@ -1,0 +1,258 @@
+//! Owns axum: the routes, extractors, status codes and PocketBase's JSON. Contains no SQL text,
+//! no rusqlite and no wasmtime.
+
+mod auth;
+mod body;
+mod collections;
+pub(crate) mod error;
+mod health;
+mod records;
+mod serialize;
+
+use crate::auth::token;
+use crate::config::Config;
+use crate::query::RequestInfo;
+use crate::schema::value::{Stored, from_stored};
+use crate::schema::{Collection, SUPERUSERS_ID};
+use crate::store::{Store, StoreRecord, records as store_records};
+use axum::Router;
+use axum::extract::Request;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use error::{ApiError, ApiResult};
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
+
+pub(crate) struct AppState {
+    pub store: Arc<Store>,
+    pub cfg: Arc<Config>,
+}
+
+pub(crate) type Shared = Arc<AppState>;
+
+/// The authenticated caller: the auth record a valid token names.
+#[derive(Debug, Clone)]
+pub(crate) struct Caller {
+    pub collection: Arc<Collection>,
+    pub record: StoreRecord,
+    pub refreshable: bool,
+}
+
+impl Caller {
+    pub(crate) fn is_superuser(&self) -> bool {
+        self.collection.id == SUPERUSERS_ID
+    }
+    pub(crate) fn id(&self) -> String {
+        self.value("id").as_str().unwrap_or("").to_owned()
+    }
+    pub(crate) fn value(&self, name: &str) -> Value {
+        self.collection
+            .fields
+            .iter()
+            .position(|f| f.name == name)
+            .map(|i| from_stored(&self.collection.fields[i], self.record[i].clone()))
+            .unwrap_or(Value::Null)
+    }
+    pub(crate) fn raw_text(&self, name: &str) -> String {
+        match self.collection.fields.iter().position(|f| f.name == name).map(|i| &self.record[i]) {
+            Some(Stored::Text(t)) => t.clone(),
+            _ => String::new(),
+        }
+    }
+    /// The caller as `@request.auth` sees it: every field (hidden ones included) plus the
+    /// collection keys.
+    pub(crate) fn as_rule_map(&self) -> Map<String, Value> {
+        let mut m = Map::new();
+        for (i, f) in self.collection.fields.iter().enumerate() {
+            let v = if f.name == "password" || f.name == "tokenKey" {
+                match &self.record[i] {
+                    Stored::Text(t) => Value::String(t.clone()),
+                    _ => Value::String(String::new()),
+                }
+            } else {
+                from_stored(f, self.record[i].clone())
+            };
+            m.insert(f.name.clone(), v);
+        }
+        m.insert("collectionId".into(), json!(self.collection.id));
+        m.insert("collectionName".into(), json!(self.collection.name));
+        m
+    }
+}
+
+fn now_s() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+/// Resolve the `Authorization` header to a caller. Anything invalid is a guest, as in PocketBase;
+/// endpoints that need auth answer 401 themselves.
+pub(crate) async fn caller(state: &AppState, headers: &HeaderMap) -> Option<Caller> {
+    let raw = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let tok = token::from_header(raw);
+    if tok.is_empty() {
+        return None;
+    }
+    let claims = token::peek(tok).ok()?;
+    if claims.kind != "auth" {
+        return None;
+    }
+    let schema = state.store.schema();
+    let coll = Arc::clone(schema.by_id(&claims.collection_id)?);
+    if !coll.is_auth() {
+        return None;
+    }
+    let secret = coll.token_secret("authToken")?.to_owned();
+    let c2 = Arc::clone(&coll);
+    let id = claims.id.clone();
+    let row = state.store.read(move |conn| store_records::get(conn, &c2, &id, None)).await.ok()??;
+    let tk_idx = coll.fields.iter().position(|f| f.name == "tokenKey")?;
+    let Stored::Text(token_key) = &row[tk_idx] else { return None };
+    let verified = token::verify(tok, token_key, &secret, now_s()).ok()?;
+    Some(Caller { collection: coll, record: row, refreshable: verified.refreshable })
+}
+
+/// What `@request.*` means for this request.
+pub(crate) fn request_info(
+    caller: Option<&Caller>,
+    method: &Method,
+    headers: &HeaderMap,
+    query: &Map<String, Value>,
+    body: Map<String, Value>,
+) -> RequestInfo {
+    let mut hdrs = Map::new();
+    for (k, v) in headers {
+        let name = k.as_str().to_ascii_lowercase().replace('-', "_");
+        hdrs.entry(name).or_insert_with(|| json!(v.to_str().unwrap_or("")));
+    }
+    RequestInfo {
+        auth: caller.map(Caller::as_rule_map),
+        is_superuser: caller.is_some_and(Caller::is_superuser),
+        body,
+        query: query.clone(),
+        headers: hdrs,
+        method: method.as_str().to_owned(),
+        context: "default".into(),
+    }
+}
+
+/// Security and CORS headers PocketBase sends on every response; preflights end here.
+async fn common_headers(req: Request, next: Next) -> Response {
+    let preflight = req.method() == Method::OPTIONS;
+    let req_headers = req.headers().get(header::ACCESS_CONTROL_REQUEST_HEADERS).cloned();
+    let mut res = if preflight { StatusCode::NO_CONTENT.into_response() } else { next.run(req).await };
+    let h = res.headers_mut();
+    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    h.insert("x-frame-options", HeaderValue::from_static("SAMEORIGIN"));
+    h.insert("x-xss-protection", HeaderValue::from_static("1; mode=block"));
+    h.insert("cross-origin-opener-policy", HeaderValue::from_static("same-origin"));
+    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+    h.append(header::VARY, HeaderValue::from_static("Origin"));
+    if preflight {
+        h.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("GET,HEAD,PUT,PATCH,POST,DELETE"));
+        if let Some(v) = req_headers {
+            h.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, v);
+        }
+    }
+    res
+}
+
+/// Anything no route matched. PocketBase falls through to its static file handler there.
+async fn fallback(method: Method) -> ApiError {
+    if method == Method::GET || method == Method::HEAD {
+        ApiError::new(StatusCode::NOT_FOUND, "File not found.")
+    } else {
+        ApiError::not_found()
+    }
+}
+
+/// The wrong method on a known path: PocketBase never answers 405.
+async fn method_not_routed() -> ApiError {
+    ApiError::not_found()
+}
+
+pub(crate) fn router(state: Shared) -> Router {
+    let api = Router::new()
+        .route("/api/health", get(health::health).head(health::health))
+        .route("/api/collections", get(collections::list).post(collections::create))
+        .route("/api/collections/import", axum::routing::put(collections::import))
+        .route("/api/collections/meta/scaffolds", get(collections::scaffolds))
+        .route(
+            "/api/collections/{collection}",
+            get(collections::view).patch(collections::update).delete(collections::delete),
+        )
+        .route("/api/collections/{collection}/truncate", axum::routing::delete(collections::truncate))
+        .route("/api/collections/{collection}/records", get(records::list).post(records::create))
+        .route(
+            "/api/collections/{collection}/records/{id}",
+            get(records::view).patch(records::update).delete(records::delete),
+        )
+        .route("/api/collections/{collection}/auth-methods", get(auth::methods))
+        .route("/api/collections/{collection}/auth-with-password", post(auth::with_password))
+        .route("/api/collections/{collection}/auth-refresh", post(auth::refresh))
+        .route("/api/collections/{collection}/{action}", post(auth::not_built))
+        .method_not_allowed_fallback(method_not_routed)
+        .fallback(fallback)
+        .with_state(state);
+    api.layer(middleware::from_fn(common_headers))
+}
+
+/// The collection a records route names, by id or name.
+pub(crate) fn find_collection(state: &AppState, key: &str) -> Option<Arc<Collection>> {
+    state.store.schema().by_id_or_name(key).cloned()
+}
+
+pub(crate) fn query_map(raw: Option<&str>) -> Map<String, Value> {
+    let mut m = Map::new();
+    for (k, v) in url_pairs(raw.unwrap_or("")) {
+        m.entry(k).or_insert(Value::String(v));
+    }
+    m
+}
+
+fn url_pairs(q: &str) -> Vec<(String, String)> {
+    q.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (percent_decode(k), percent_decode(v))
+        })
+        .collect()
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                match std::str::from_utf8(&b[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                    Some(v) => {
+                        out.push(v);
+                        i += 3;
+                        continue;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+pub(crate) fn ok_json(v: &Value) -> Response {
+    error::json_response(StatusCode::OK, v)
+}
+
+pub(crate) fn require_superuser(caller: &Option<Caller>) -> ApiResult<()> {
+    match caller {
+        None => Err(ApiError::requires_auth()),
+        Some(c) if !c.is_superuser() => Err(ApiError::forbidden_record()),
+        Some(_) => Ok(()),
+    }
+}

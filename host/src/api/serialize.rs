@@ -1,0 +1,167 @@
+//! Records as PocketBase's JSON: alphabetical keys, `collectionId`/`collectionName`, hidden
+//! fields only for superusers, auth secrets never, `email` only where PocketBase shows it.
+
+use crate::query::parse::{FieldSel, parse_fields};
+use crate::schema::value::from_stored;
+use crate::schema::{Collection, FieldType};
+use crate::store::StoreRecord;
+use serde_json::{Map, Value, json};
+
+/// Who is looking.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Viewer {
+    pub superuser: bool,
+    pub caller_collection: String,
+    pub caller_id: String,
+    /// Auth responses always show the record's own email.
+    pub owner_view: bool,
+}
+
+pub(crate) fn record_json(c: &Collection, row: &StoreRecord, viewer: &Viewer) -> Map<String, Value> {
+    let mut pairs: Vec<(String, Value)> = Vec::with_capacity(c.fields.len() + 2);
+    let id = c
+        .fields
+        .iter()
+        .position(|f| f.name == "id")
+        .and_then(|i| from_stored(&c.fields[i], row[i].clone()).as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let is_owner = viewer.owner_view || (viewer.caller_collection == c.id && viewer.caller_id == id);
+    let email_visible = c.is_auth()
+        && (viewer.superuser
+            || is_owner
+            || c.fields
+                .iter()
+                .position(|f| f.name == "emailVisibility")
+                .is_some_and(|i| from_stored(&c.fields[i], row[i].clone()) == json!(true)));
+    for (i, f) in c.fields.iter().enumerate() {
+        if c.is_auth() && (f.name == "password" || f.name == "tokenKey") {
+            continue;
+        }
+        if f.hidden && !viewer.superuser {
+            continue;
+        }
+        if c.is_auth() && f.name == "email" && !email_visible {
+            continue;
+        }
+        if f.kind == FieldType::Password {
+            pairs.push((f.name.clone(), json!("")));
+            continue;
+        }
+        pairs.push((f.name.clone(), from_stored(f, row[i].clone())));
+    }
+    pairs.push(("collectionId".into(), json!(c.id)));
+    pairs.push(("collectionName".into(), json!(c.name)));
+    pairs.sort_by(|a, b| a.0.cmp(&b.0));
+    pairs.into_iter().collect()
+}
+
+/// Parsed `fields` parameter, ready to apply to many records.
+pub(crate) struct FieldsFilter(Vec<FieldSel>);
+
+impl FieldsFilter {
+    pub(crate) fn parse(raw: Option<&str>) -> Result<Option<Self>, ()> {
+        match raw {
+            None => Ok(None),
+            Some(s) if s.trim().is_empty() => Ok(None),
+            Some(s) => {
+                let sel = parse_fields(s).map_err(|_| ())?;
+                if sel.is_empty() { Ok(None) } else { Ok(Some(Self(sel))) }
+            }
+        }
+    }
+
+    /// Keep only the selected keys of `m` (paths apply level by level; `*` keeps all keys).
+    pub(crate) fn apply(&self, m: Map<String, Value>) -> Map<String, Value> {
+        let sels: Vec<(&[String], Option<(usize, bool)>)> =
+            self.0.iter().map(|s| (s.path.as_slice(), s.excerpt)).collect();
+        pick(m, &sels)
+    }
+
+    /// For auth responses the selection applies to `{record, token}` as a whole.
+    pub(crate) fn apply_value(&self, v: Value) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(self.apply(m)),
+            other => other,
+        }
+    }
+}
+
+fn pick(m: Map<String, Value>, sels: &[(&[String], Option<(usize, bool)>)]) -> Map<String, Value> {
+    let mut out = Map::new();
+    let star = sels.iter().find(|(p, _)| p.len() == 1 && p[0] == "*");
+    for (k, v) in m {
+        let direct: Vec<&(&[String], Option<(usize, bool)>)> =
+            sels.iter().filter(|(p, _)| p.len() == 1 && p[0] == k).collect();
+        let nested: Vec<(&[String], Option<(usize, bool)>)> =
+            sels.iter().filter(|(p, _)| p.len() > 1 && p[0] == k).map(|(p, e)| (&p[1..], *e)).collect();
+        if let Some((_, excerpt)) = direct.first().map(|d| **d) {
+            out.insert(k, excerpt_of(v, excerpt));
+        } else if !nested.is_empty() {
+            let v = match v {
+                Value::Object(o) => Value::Object(pick(o, &nested)),
+                Value::Array(a) => Value::Array(
+                    a.into_iter()
+                        .map(|x| match x {
+                            Value::Object(o) => Value::Object(pick(o, &nested)),
+                            other => other,
+                        })
+                        .collect(),
+                ),
+                other => other,
+            };
+            out.insert(k, v);
+        } else if let Some((_, excerpt)) = star {
+            out.insert(k, excerpt_of(v, *excerpt));
+        }
+    }
+    out
+}
+
+fn excerpt_of(v: Value, excerpt: Option<(usize, bool)>) -> Value {
+    let Some((max, ellipsis)) = excerpt else { return v };
+    let Value::String(s) = v else { return v };
+    // Strip tags, collapse whitespace, then cut at `max` characters.
+    let mut text = String::with_capacity(s.len());
+    let mut in_tag = false;
+    for ch in s.chars() {
+        match ch {
+            '<' => in_tag = true,
+            '>' if in_tag => {
+                in_tag = false;
+                text.push(' ');
+            }
+            c if !in_tag => text.push(c),
+            _ => {}
+        }
+    }
+    let collapsed = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let count = collapsed.chars().count();
+    let mut cut: String = collapsed.chars().take(max).collect();
+    if count > max && ellipsis {
+        cut.push_str("...");
+    }
+    json!(cut)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_pick_keys_and_excerpts() {
+        let f = FieldsFilter::parse(Some("id,body:excerpt(5,true)")).unwrap().unwrap();
+        let mut m = Map::new();
+        m.insert("id".into(), json!("a"));
+        m.insert("body".into(), json!("<p>Hi <b>there</b></p>"));
+        m.insert("title".into(), json!("t"));
+        let out = f.apply(m);
+        assert_eq!(Value::Object(out), json!({"id":"a","body":"Hi th..."}));
+    }
+
+    #[test]
+    fn star_keeps_everything_and_nested_paths_narrow() {
+        let f = FieldsFilter::parse(Some("*,record.id")).unwrap().unwrap();
+        let v = json!({"token":"t","record":{"id":"x","email":"e"}});
+        assert_eq!(f.apply_value(v), json!({"token":"t","record":{"id":"x"}}));
+    }
+}

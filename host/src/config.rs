@@ -1,0 +1,165 @@
+//! pb.toml + environment + command-line flags -> one typed Config.
+//! Precedence: flags > env > pb.toml > built-in defaults. No other module reads env vars.
+
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct Config {
+    pub http: HttpConfig,
+    pub store: StoreSection,
+    pub limits: Limits,
+    pub log: LogConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct HttpConfig {
+    pub addr: String,
+    pub body_bytes_max: usize,
+    pub shutdown_grace_ms: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct StoreSection {
+    pub dir: PathBuf,
+    pub cache_size_kib: i64,
+    pub journal_size_limit: i64,
+    pub busy_timeout_ms: u64,
+    pub readers: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct Limits {
+    pub page_size_default: i64,
+    pub page_size_max: i64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct LogConfig {
+    pub level: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self { http: HttpConfig::default(), store: StoreSection::default(), limits: Limits::default(), log: LogConfig::default() }
+    }
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self { addr: "127.0.0.1:8090".into(), body_bytes_max: 32 << 20, shutdown_grace_ms: 10_000 }
+    }
+}
+
+impl Default for StoreSection {
+    fn default() -> Self {
+        Self {
+            dir: PathBuf::from("pb_data"),
+            cache_size_kib: 32_000,
+            journal_size_limit: 200_000_000,
+            busy_timeout_ms: 10_000,
+            readers: 0,
+        }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self { page_size_default: 30, page_size_max: 1000 }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self { level: "info".into() }
+    }
+}
+
+/// What the command line (and, through clap, the environment) said.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Overrides {
+    pub config: Option<PathBuf>,
+    pub http: Option<String>,
+    pub dir: Option<PathBuf>,
+}
+
+impl Config {
+    /// Load pb.toml (the `--config` path, else ./pb.toml when present) and apply overrides.
+    pub(crate) fn load(o: &Overrides) -> Result<Self, String> {
+        let path = o.config.clone().or_else(|| Some(PathBuf::from("pb.toml")).filter(|p| p.exists()));
+        let mut cfg = match &path {
+            Some(p) => Self::from_file(p)?,
+            None => Self::default(),
+        };
+        if let Some(h) = &o.http {
+            cfg.http.addr = h.clone();
+        }
+        if let Some(d) = &o.dir {
+            cfg.store.dir = d.clone();
+        }
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    pub(crate) fn from_file(p: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(p).map_err(|e| format!("reading {}: {e}", p.display()))?;
+        toml::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.limits.page_size_max < 1 || self.limits.page_size_default < 1 {
+            return Err("limits.page_size_* must be at least 1".into());
+        }
+        if self.http.body_bytes_max < 1024 {
+            return Err("http.body_bytes_max must be at least 1024".into());
+        }
+        Ok(())
+    }
+
+    pub(crate) fn n_readers(&self) -> usize {
+        if self.store.readers > 0 {
+            self.store.readers
+        } else {
+            std::thread::available_parallelism().map(|n| n.get() * 2).unwrap_or(4)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shipped_pb_toml_parses_to_the_defaults() {
+        let shipped = Config::from_file(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../pb.toml"))).unwrap();
+        let d = Config::default();
+        assert_eq!(shipped.http.addr, d.http.addr);
+        assert_eq!(shipped.http.body_bytes_max, d.http.body_bytes_max);
+        assert_eq!(shipped.store.dir, d.store.dir);
+        assert_eq!(shipped.store.cache_size_kib, d.store.cache_size_kib);
+        assert_eq!(shipped.limits.page_size_max, d.limits.page_size_max);
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("pb.toml");
+        std::fs::write(&p, "[http]\naddr = \"127.0.0.1:1\"\n[store]\ndir = \"x\"\n").unwrap();
+        let c = Config::load(&Overrides { config: Some(p.clone()), http: None, dir: None }).unwrap();
+        assert_eq!(c.http.addr, "127.0.0.1:1");
+        let c = Config::load(&Overrides { config: Some(p), http: Some("127.0.0.1:2".into()), dir: Some("y".into()) })
+            .unwrap();
+        assert_eq!(c.http.addr, "127.0.0.1:2");
+        assert_eq!(c.store.dir, PathBuf::from("y"));
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        assert!(toml::from_str::<Config>("[http]\nadr = \"x\"").is_err());
+    }
+}

@@ -1,0 +1,638 @@
+//! Record values: how loosely typed input is coerced, how each field type validates, and how a
+//! value maps to the physical SQLite value PocketBase stores (and back to the API's JSON).
+
+use super::define::{verr, verr_params};
+use super::{Field, FieldType};
+use serde_json::{Map, Value, json};
+use std::sync::LazyLock;
+
+/// A value as SQLite stores it. Neutral so that the schema stays free of rusqlite types.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Stored {
+    Null,
+    Int(i64),
+    Real(f64),
+    Text(String),
+}
+
+const TEXT_MAX_DEFAULT: i64 = 5000;
+const EDITOR_MAX_BYTES_DEFAULT: i64 = 5 << 20;
+const JSON_MAX_BYTES_DEFAULT: i64 = 1 << 20;
+const PASSWORD_MAX_DEFAULT: i64 = 71;
+
+static EMAIL_RE: LazyLock<regex::Regex> = LazyLock::new(|| {
+    regex::Regex::new(r"^[a-zA-Z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*$")
+        .expect("static regex")
+});
+static URL_RE: LazyLock<regex::Regex> = LazyLock::new(|| {
+    regex::Regex::new(r"^(?:[a-zA-Z][a-zA-Z0-9+.-]*://)?[^\s/?#:@]+(?:\.[^\s/?#:@]+)+(?::\d+)?(?:[/?#]\S*)?$|^[a-zA-Z][a-zA-Z0-9+.-]*://[^\s/?#]+(?:[/?#]\S*)?$")
+        .expect("static regex")
+});
+
+/// The zero value of a field, as the API shows it.
+pub(crate) fn zero(f: &Field) -> Value {
+    match f.kind {
+        FieldType::Number => json!(0),
+        FieldType::Bool => json!(false),
+        FieldType::Json => Value::Null,
+        FieldType::GeoPoint => json!({"lon": 0, "lat": 0}),
+        _ if f.is_multi() => json!([]),
+        _ => json!(""),
+    }
+}
+
+/// A number as PocketBase prints it: integers without `.0`.
+pub(crate) fn number(n: f64) -> Value {
+    if n.is_finite() && n.fract() == 0.0 && n.abs() < 9.0e15 {
+        json!(n as i64)
+    } else if n.is_finite() {
+        json!(n)
+    } else {
+        json!(0)
+    }
+}
+
+fn as_number(v: &Value) -> f64 {
+    match v {
+        Value::Number(n) => n.as_f64().unwrap_or(0.0),
+        Value::Bool(b) => f64::from(u8::from(*b)),
+        Value::String(s) => s.trim().parse::<f64>().ok().filter(|n| n.is_finite()).unwrap_or(0.0),
+        _ => 0.0,
+    }
+}
+
+fn as_bool(v: &Value) -> bool {
+    match v {
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64() == Some(1.0),
+        Value::String(s) => matches!(s.as_str(), "true" | "1"),
+        _ => false,
+    }
+}
+
+fn as_string(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        Value::Number(n) => n.to_string(),
+        Value::Bool(b) => b.to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// Parse the date forms PocketBase accepts into its storage format; unparseable input is "".
+pub(crate) fn normalize_date(s: &str) -> String {
+    use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
+    let s = s.trim();
+    if s.is_empty() {
+        return String::new();
+    }
+    let t = s.replacen(' ', "T", 1);
+    if let Ok(d) = DateTime::parse_from_rfc3339(&t) {
+        return super::ids::format_time(d.with_timezone(&Utc));
+    }
+    let bare = t.trim_end_matches('Z');
+    for fmt in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M"] {
+        if let Ok(d) = NaiveDateTime::parse_from_str(bare, fmt) {
+            return super::ids::format_time(d.and_utc());
+        }
+    }
+    if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
+        return super::ids::format_time(d.and_hms_opt(0, 0, 0).expect("midnight exists").and_utc());
+    }
+    String::new()
+}
+
+/// Multipart and form values arrive as strings; PocketBase reads a JSON field's string as JSON
+/// when it looks like JSON.
+fn normalize_json_string(s: &str) -> Value {
+    match s {
+        "" => json!(""),
+        "null" => Value::Null,
+        "true" => json!(true),
+        "false" => json!(false),
+        _ => {
+            let first = s.as_bytes()[0];
+            if (first.is_ascii_digit() || matches!(first, b'-' | b'"' | b'[' | b'{'))
+                && let Ok(v) = serde_json::from_str::<Value>(s)
+            {
+                return v;
+            }
+            json!(s)
+        }
+    }
+}
+
+fn to_list(v: &Value) -> Vec<String> {
+    match v {
+        Value::Array(a) => a.iter().map(as_string).filter(|s| !s.is_empty()).collect(),
+        Value::Null => Vec::new(),
+        Value::String(s) if s.is_empty() => Vec::new(),
+        other => vec![as_string(other)],
+    }
+}
+
+fn dedup(list: Vec<String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(list.len());
+    for v in list {
+        if !out.contains(&v) {
+            out.push(v);
+        }
+    }
+    out
+}
+
+/// Coerce raw input for a field into the API form of its value (PocketBase's loose typing).
+pub(crate) fn coerce(f: &Field, v: &Value) -> Value {
+    match f.kind {
+        FieldType::Number => number(as_number(v)),
+        FieldType::Bool => json!(as_bool(v)),
+        FieldType::Date | FieldType::Autodate => match v {
+            Value::String(s) => json!(normalize_date(s)),
+            _ => json!(""),
+        },
+        FieldType::Select | FieldType::Relation | FieldType::File => {
+            let list = dedup(to_list(v));
+            if f.is_multi() {
+                json!(list)
+            } else {
+                json!(list.last().cloned().unwrap_or_default())
+            }
+        }
+        FieldType::Json => match v {
+            Value::String(s) => normalize_json_string(s),
+            other => other.clone(),
+        },
+        FieldType::GeoPoint => {
+            let obj = match v {
+                Value::String(s) => serde_json::from_str::<Value>(s).unwrap_or(Value::Null),
+                other => other.clone(),
+            };
+            let lon = obj.get("lon").map(as_number).unwrap_or(0.0);
+            let lat = obj.get("lat").map(as_number).unwrap_or(0.0);
+            json!({"lon": number(lon), "lat": number(lat)})
+        }
+        FieldType::Text
+        | FieldType::Email
+        | FieldType::Url
+        | FieldType::Editor
+        | FieldType::Password => json!(as_string(v)),
+    }
+}
+
+/// Apply a `field+`, `+field` or `field-` modifier to the current value (already in API form).
+/// Types without modifier support keep their value, as PocketBase does.
+pub(crate) fn apply_modifier(f: &Field, current: &Value, modifier: Modifier, arg: &Value) -> Value {
+    match f.kind {
+        FieldType::Number => {
+            let cur = current.as_f64().unwrap_or(0.0);
+            let d = as_number(arg);
+            match modifier {
+                Modifier::Append => number(cur + d),
+                Modifier::Subtract => number(cur - d),
+                Modifier::Prepend => current.clone(),
+            }
+        }
+        FieldType::Select | FieldType::Relation | FieldType::File => {
+            let cur = to_list(current);
+            let args = to_list(arg);
+            let list = match modifier {
+                Modifier::Append => dedup(cur.into_iter().chain(args).collect()),
+                Modifier::Prepend => dedup(args.into_iter().chain(cur).collect()),
+                Modifier::Subtract => cur.into_iter().filter(|v| !args.contains(v)).collect(),
+            };
+            if f.is_multi() {
+                json!(list)
+            } else {
+                json!(list.last().cloned().unwrap_or_default())
+            }
+        }
+        _ => current.clone(),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Modifier {
+    Append,
+    Prepend,
+    Subtract,
+}
+
+/// Split a body key into the field name and its modifier (`views+`, `+tags`, `tags-`).
+pub(crate) fn split_modifier(key: &str) -> (&str, Option<Modifier>) {
+    if let Some(n) = key.strip_prefix('+') {
+        (n, Some(Modifier::Prepend))
+    } else if let Some(n) = key.strip_suffix('+') {
+        (n, Some(Modifier::Append))
+    } else if let Some(n) = key.strip_suffix('-') {
+        (n, Some(Modifier::Subtract))
+    } else {
+        (key, None)
+    }
+}
+
+fn is_blank(f: &Field, v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::Object(o) => {
+            if f.kind == FieldType::GeoPoint {
+                o.get("lon").and_then(Value::as_f64) == Some(0.0)
+                    && o.get("lat").and_then(Value::as_f64) == Some(0.0)
+            } else {
+                o.is_empty()
+            }
+        }
+    }
+}
+
+fn fmt_num(n: f64) -> String {
+    number(n).to_string()
+}
+
+fn domain_of(s: &str) -> String {
+    let after_scheme = s.split("://").nth(1).unwrap_or(s);
+    let after_at = after_scheme.rsplit('@').next().unwrap_or(after_scheme);
+    after_at.split(['/', '?', '#', ':']).next().unwrap_or("").to_lowercase()
+}
+
+fn check_domains(f: &Field, value: &str, code: &str) -> Option<Value> {
+    let domain = domain_of(value);
+    let only = f.opt_strings("onlyDomains");
+    let except = f.opt_strings("exceptDomains");
+    if (!only.is_empty() && !only.iter().any(|d| d.eq_ignore_ascii_case(&domain)))
+        || except.iter().any(|d| d.eq_ignore_ascii_case(&domain))
+    {
+        return Some(verr(code, "Value domain is not allowed."));
+    }
+    None
+}
+
+/// Validate a coerced value against its field's options. Relation existence and uniqueness need
+/// the database and are checked by the caller.
+pub(crate) fn validate(f: &Field, v: &Value) -> Option<Value> {
+    if f.required && is_blank(f, v) {
+        return Some(verr("validation_required", "Cannot be blank."));
+    }
+    match f.kind {
+        FieldType::Text | FieldType::Password => {
+            let s = v.as_str().unwrap_or("");
+            if s.is_empty() {
+                return None;
+            }
+            let len = s.chars().count() as i64;
+            let min = f.opt_i64("min");
+            let mut max = f.opt_i64("max");
+            if max <= 0 {
+                max = if f.kind == FieldType::Password { PASSWORD_MAX_DEFAULT } else { TEXT_MAX_DEFAULT };
+            }
+            if min > 0 && len < min {
+                return Some(verr_params(
+                    "validation_min_text_constraint",
+                    &format!("Must be at least {min} character(s)."),
+                    json!({"min": min}),
+                ));
+            }
+            if len > max {
+                return Some(verr_params(
+                    "validation_max_text_constraint",
+                    &format!("Must be no more than {max} character(s)."),
+                    json!({"max": max}),
+                ));
+            }
+            let pattern = f.opt_str("pattern");
+            if !pattern.is_empty() {
+                match regex::Regex::new(pattern) {
+                    Ok(re) if re.is_match(s) => {}
+                    _ => return Some(verr("validation_invalid_format", "Invalid value format.")),
+                }
+            }
+            None
+        }
+        FieldType::Editor => {
+            let s = v.as_str().unwrap_or("");
+            let mut max = f.opt_i64("maxSize");
+            if max <= 0 {
+                max = EDITOR_MAX_BYTES_DEFAULT;
+            }
+            if s.len() as i64 > max {
+                return Some(verr_params(
+                    "validation_content_size_limit",
+                    &format!("The maximum allowed content size is {max} bytes."),
+                    json!({"maxSize": max}),
+                ));
+            }
+            None
+        }
+        FieldType::Number => {
+            let n = v.as_f64().unwrap_or(0.0);
+            if f.opt_bool("onlyInt") && n.fract() != 0.0 {
+                return Some(verr("validation_only_int_constraint", "Decimal numbers are not allowed."));
+            }
+            if n == 0.0 && !f.required {
+                return None;
+            }
+            if let Some(min) = f.opt_f64("min")
+                && n < min
+            {
+                return Some(verr_params(
+                    "validation_min_number_constraint",
+                    &format!("Must be larger or equal than {}.", fmt_num(min)),
+                    json!({"min": number(min)}),
+                ));
+            }
+            if let Some(max) = f.opt_f64("max")
+                && n > max
+            {
+                return Some(verr_params(
+                    "validation_max_number_constraint",
+                    &format!("Must be less or equal than {}.", fmt_num(max)),
+                    json!({"max": number(max)}),
+                ));
+            }
+            None
+        }
+        FieldType::Email => {
+            let s = v.as_str().unwrap_or("");
+            if s.is_empty() {
+                return None;
+            }
+            if !EMAIL_RE.is_match(s) {
+                return Some(verr("validation_is_email", "Must be a valid email address."));
+            }
+            check_domains(f, s, "validation_email_domain_not_allowed")
+        }
+        FieldType::Url => {
+            let s = v.as_str().unwrap_or("");
+            if s.is_empty() {
+                return None;
+            }
+            if !URL_RE.is_match(s) {
+                return Some(verr("validation_invalid_url", "Must be a valid url."));
+            }
+            check_domains(f, s, "validation_url_domain_not_allowed")
+        }
+        FieldType::Date => {
+            let s = v.as_str().unwrap_or("");
+            if s.is_empty() {
+                return None;
+            }
+            let min = normalize_date(f.opt_str("min"));
+            let max = normalize_date(f.opt_str("max"));
+            if !min.is_empty() && s < min.as_str() {
+                return Some(verr_params(
+                    "validation_min_date_constraint",
+                    &format!("Must be no earlier than {min}."),
+                    json!({"min": min}),
+                ));
+            }
+            if !max.is_empty() && s > max.as_str() {
+                return Some(verr_params(
+                    "validation_max_date_constraint",
+                    &format!("Must be no later than {max}."),
+                    json!({"max": max}),
+                ));
+            }
+            None
+        }
+        FieldType::Select => {
+            let values = f.opt_strings("values");
+            let list = to_list(v);
+            for item in &list {
+                if !values.contains(item) {
+                    return Some(verr_params(
+                        "validation_invalid_value",
+                        &format!("Invalid value {item}."),
+                        json!({"value": item}),
+                    ));
+                }
+            }
+            let max = f.opt_i64("maxSelect").max(1);
+            if list.len() as i64 > max {
+                return Some(verr_params(
+                    "validation_too_many_values",
+                    &format!("Select no more than {max}."),
+                    json!({"maxSelect": max}),
+                ));
+            }
+            None
+        }
+        FieldType::Relation => {
+            let list = to_list(v);
+            let max = f.opt_i64("maxSelect").max(1);
+            let min = f.opt_i64("minSelect");
+            if list.len() as i64 > max {
+                return Some(verr_params(
+                    "validation_too_many_values",
+                    &format!("Select no more than {max}."),
+                    json!({"maxSelect": max}),
+                ));
+            }
+            if !list.is_empty() && (list.len() as i64) < min {
+                return Some(verr_params(
+                    "validation_not_enough_values",
+                    &format!("Select at least {min}."),
+                    json!({"minSelect": min}),
+                ));
+            }
+            None
+        }
+        FieldType::Json => {
+            let mut max = f.opt_i64("maxSize");
+            if max <= 0 {
+                max = JSON_MAX_BYTES_DEFAULT;
+            }
+            if v.to_string().len() as i64 > max {
+                return Some(verr_params(
+                    "validation_json_size_limit",
+                    &format!("The maximum allowed JSON size is {max} bytes."),
+                    json!({"maxSize": max}),
+                ));
+            }
+            None
+        }
+        FieldType::GeoPoint => {
+            let lon = v.get("lon").and_then(Value::as_f64).unwrap_or(0.0);
+            let lat = v.get("lat").and_then(Value::as_f64).unwrap_or(0.0);
+            if !(-180.0..=180.0).contains(&lon) {
+                return Some(verr(
+                    "validation_invalid_longitude",
+                    "Longitude must be between -180 and 180 degrees.",
+                ));
+            }
+            if !(-90.0..=90.0).contains(&lat) {
+                return Some(verr("validation_invalid_latitude", "Latitude must be between -90 and 90 degrees."));
+            }
+            None
+        }
+        FieldType::Bool | FieldType::File | FieldType::Autodate => None,
+    }
+}
+
+/// The physical value for an API value of this field.
+pub(crate) fn to_stored(f: &Field, v: &Value) -> Stored {
+    match f.kind {
+        FieldType::Number => {
+            let n = v.as_f64().unwrap_or(0.0);
+            if n.fract() == 0.0 && n.abs() < 9.0e15 { Stored::Int(n as i64) } else { Stored::Real(n) }
+        }
+        FieldType::Bool => Stored::Int(i64::from(v.as_bool().unwrap_or(false))),
+        FieldType::Json => match v {
+            Value::Null => Stored::Null,
+            other => Stored::Text(other.to_string()),
+        },
+        FieldType::GeoPoint => Stored::Text(v.to_string()),
+        _ if f.is_multi() => Stored::Text(Value::Array(to_list(v).into_iter().map(Value::String).collect()).to_string()),
+        _ => Stored::Text(as_string(v)),
+    }
+}
+
+/// The API value of a physical value.
+pub(crate) fn from_stored(f: &Field, s: Stored) -> Value {
+    match f.kind {
+        FieldType::Password => json!(""),
+        FieldType::Number => match s {
+            Stored::Int(i) => json!(i),
+            Stored::Real(r) => number(r),
+            Stored::Text(t) => number(t.parse().unwrap_or(0.0)),
+            Stored::Null => json!(0),
+        },
+        FieldType::Bool => match s {
+            Stored::Int(i) => json!(i != 0),
+            Stored::Real(r) => json!(r != 0.0),
+            Stored::Text(t) => json!(t == "1" || t.eq_ignore_ascii_case("true")),
+            Stored::Null => json!(false),
+        },
+        FieldType::Json => match s {
+            Stored::Null => Value::Null,
+            Stored::Int(i) => json!(i),
+            Stored::Real(r) => json!(r),
+            Stored::Text(t) => serde_json::from_str(&t).unwrap_or(Value::String(t)),
+        },
+        FieldType::GeoPoint => {
+            let v = match s {
+                Stored::Text(t) => serde_json::from_str::<Value>(&t).unwrap_or(Value::Null),
+                _ => Value::Null,
+            };
+            let lon = v.get("lon").and_then(Value::as_f64).unwrap_or(0.0);
+            let lat = v.get("lat").and_then(Value::as_f64).unwrap_or(0.0);
+            json!({"lon": number(lon), "lat": number(lat)})
+        }
+        _ if f.is_multi() => match s {
+            Stored::Text(t) => match serde_json::from_str::<Value>(&t) {
+                Ok(Value::Array(a)) => Value::Array(a),
+                _ if t.is_empty() => json!([]),
+                _ => json!([t]),
+            },
+            _ => json!([]),
+        },
+        _ => match s {
+            Stored::Text(t) => json!(t),
+            Stored::Int(i) => json!(i.to_string()),
+            Stored::Real(r) => json!(r.to_string()),
+            Stored::Null => json!(""),
+        },
+    }
+}
+
+/// Validate every field of a would-be record; the map is PocketBase's `data` object.
+pub(crate) fn validate_all<'a>(fields: impl Iterator<Item = (&'a Field, &'a Value)>) -> Map<String, Value> {
+    let mut errors = Map::new();
+    for (f, v) in fields {
+        if let Some(e) = validate(f, v) {
+            errors.insert(f.name.clone(), e);
+        }
+    }
+    errors
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::define::field_from_json;
+
+    fn field(v: Value) -> Field {
+        let Value::Object(m) = v else { panic!() };
+        let mut m = m;
+        m.entry("name").or_insert(json!("f"));
+        field_from_json(m).unwrap()
+    }
+
+    #[test]
+    fn coercions_follow_pocketbase() {
+        let n = field(json!({"type":"number"}));
+        assert_eq!(coerce(&n, &json!("3.5")), json!(3.5));
+        assert_eq!(coerce(&n, &json!("abc")), json!(0));
+        assert_eq!(coerce(&n, &json!(true)), json!(1));
+        assert_eq!(coerce(&n, &json!("1e3")), json!(1000));
+        let b = field(json!({"type":"bool"}));
+        assert_eq!(coerce(&b, &json!("1")), json!(true));
+        assert_eq!(coerce(&b, &json!("yes")), json!(false));
+        let d = field(json!({"type":"date"}));
+        assert_eq!(coerce(&d, &json!("2024-05-06")), json!("2024-05-06 00:00:00.000Z"));
+        assert_eq!(coerce(&d, &json!("2024-05-06T07:08:09+02:00")), json!("2024-05-06 05:08:09.000Z"));
+        assert_eq!(coerce(&d, &json!("2024-05-06T07:08:09.123456Z")), json!("2024-05-06 07:08:09.123Z"));
+        assert_eq!(coerce(&d, &json!("garbage")), json!(""));
+        let s1 = field(json!({"type":"select","values":["a","b"]}));
+        assert_eq!(coerce(&s1, &json!(["a", "b"])), json!("b"));
+        let s2 = field(json!({"type":"select","values":["a","b"],"maxSelect":3}));
+        assert_eq!(coerce(&s2, &json!(["b", "b", "a"])), json!(["b", "a"]));
+        assert_eq!(coerce(&s2, &json!("a")), json!(["a"]));
+        let j = field(json!({"type":"json"}));
+        assert_eq!(coerce(&j, &json!("123")), json!(123));
+        assert_eq!(coerce(&j, &json!("not json {")), json!("not json {"));
+        assert_eq!(coerce(&j, &json!("{\"m\":1}")), json!({"m": 1}));
+    }
+
+    #[test]
+    fn validation_codes_and_params() {
+        let t = field(json!({"type":"text","max":3,"required":true}));
+        assert_eq!(validate(&t, &json!("")).unwrap()["code"], "validation_required");
+        let e = validate(&t, &json!("abcd")).unwrap();
+        assert_eq!(e["params"], json!({"max": 3}));
+        let n = field(json!({"type":"number","min":0,"max":5,"onlyInt":true}));
+        assert_eq!(validate(&n, &json!(-1)).unwrap()["code"], "validation_min_number_constraint");
+        assert_eq!(validate(&n, &json!(6)).unwrap()["code"], "validation_max_number_constraint");
+        assert_eq!(validate(&n, &json!(2.5)).unwrap()["code"], "validation_only_int_constraint");
+        let em = field(json!({"type":"email"}));
+        assert_eq!(validate(&em, &json!("nope")).unwrap()["code"], "validation_is_email");
+        assert!(validate(&em, &json!("a@b.co")).is_none());
+        let u = field(json!({"type":"url"}));
+        assert_eq!(validate(&u, &json!("nope")).unwrap()["code"], "validation_invalid_url");
+        assert!(validate(&u, &json!("https://example.com/a?b=c")).is_none());
+        let g = field(json!({"type":"geoPoint"}));
+        assert_eq!(validate(&g, &json!({"lon":200,"lat":0})).unwrap()["code"], "validation_invalid_longitude");
+    }
+
+    #[test]
+    fn stored_values_round_trip() {
+        for (def, v) in [
+            (json!({"type":"number"}), json!(42.5)),
+            (json!({"type":"number"}), json!(7)),
+            (json!({"type":"bool"}), json!(true)),
+            (json!({"type":"json"}), json!({"k":[1,2,{"x":null}]})),
+            (json!({"type":"json"}), Value::Null),
+            (json!({"type":"geoPoint"}), json!({"lon":23.32,"lat":42.69})),
+            (json!({"type":"select","values":["a","c"],"maxSelect":2}), json!(["a","c"])),
+            (json!({"type":"text"}), json!("  spaced  ")),
+        ] {
+            let f = field(def);
+            assert_eq!(from_stored(&f, to_stored(&f, &v)), v);
+        }
+    }
+
+    #[test]
+    fn modifiers_append_prepend_and_remove() {
+        let s = field(json!({"type":"select","values":["a","b","c"],"maxSelect":3}));
+        assert_eq!(apply_modifier(&s, &json!(["b"]), Modifier::Append, &json!("c")), json!(["b", "c"]));
+        assert_eq!(apply_modifier(&s, &json!(["b", "c"]), Modifier::Prepend, &json!("a")), json!(["a", "b", "c"]));
+        assert_eq!(apply_modifier(&s, &json!(["a", "b", "c"]), Modifier::Subtract, &json!(["a", "c"])), json!(["b"]));
+        let n = field(json!({"type":"number"}));
+        assert_eq!(apply_modifier(&n, &json!(10), Modifier::Subtract, &json!(20)), json!(-10));
+        assert_eq!(split_modifier("+tags"), ("tags", Some(Modifier::Prepend)));
+        assert_eq!(split_modifier("views-"), ("views", Some(Modifier::Subtract)));
+    }
+}

@@ -1,0 +1,250 @@
+//! Collection DDL: the `_collections` row and the table (or view) that follows it.
+//! Identifiers come only from validated collection and field names; values are bound.
+
+use super::{Result, StoreError};
+use crate::schema::define::{self, field_from_json};
+use crate::schema::{Collection, Field, FieldType, Schema, ids};
+use rusqlite::{Connection, params};
+use serde_json::{Value, json};
+
+/// Quote an identifier for SQLite. Names are validated (`^\w+$`) before they get here; the
+/// doubling keeps even a hostile name inert.
+pub(crate) fn q(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
+}
+
+pub(crate) fn insert_collection_row(conn: &Connection, c: &Collection) -> Result<()> {
+    conn.execute(
+        "INSERT INTO _collections (id, system, type, name, fields, indexes, listRule, viewRule, createRule, \
+         updateRule, deleteRule, options, created, updated) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)",
+        params![
+            c.id,
+            c.system,
+            c.kind.as_str(),
+            c.name,
+            define::fields_to_json(&c.fields),
+            Value::from(c.indexes.clone()).to_string(),
+            c.rules.list,
+            c.rules.view,
+            c.rules.create,
+            c.rules.update,
+            c.rules.delete,
+            define::options_to_json(c),
+            c.created,
+            c.updated,
+        ],
+    )?;
+    Ok(())
+}
+
+fn update_collection_row(conn: &Connection, c: &Collection) -> Result<()> {
+    conn.execute(
+        "UPDATE _collections SET type=?2, name=?3, fields=?4, indexes=?5, listRule=?6, viewRule=?7, createRule=?8, \
+         updateRule=?9, deleteRule=?10, options=?11, updated=?12 WHERE id=?1",
+        params![
+            c.id,
+            c.kind.as_str(),
+            c.name,
+            define::fields_to_json(&c.fields),
+            Value::from(c.indexes.clone()).to_string(),
+            c.rules.list,
+            c.rules.view,
+            c.rules.create,
+            c.rules.update,
+            c.rules.delete,
+            define::options_to_json(c),
+            c.updated,
+        ],
+    )?;
+    Ok(())
+}
+
+fn table_sql(name: &str, fields: &[Field]) -> String {
+    // PocketBase emits columns in alphabetical order of field name.
+    let mut cols: Vec<&Field> = fields.iter().collect();
+    cols.sort_by(|a, b| a.name.cmp(&b.name));
+    let defs: Vec<String> = cols.iter().map(|f| format!("{} {}", q(&f.name), f.column_def())).collect();
+    format!("CREATE TABLE {} ({})", q(name), defs.join(", "))
+}
+
+/// Index statements are superuser-provided SQL (PocketBase stores and runs them as given); we at
+/// least make sure each is one CREATE [UNIQUE] INDEX statement.
+fn check_index_sql(sql: &str) -> Result<()> {
+    let upper = sql.trim_start().to_ascii_uppercase();
+    let ok = (upper.starts_with("CREATE INDEX") || upper.starts_with("CREATE UNIQUE INDEX"))
+        && !sql.trim().trim_end_matches(';').contains(';');
+    if ok { Ok(()) } else { Err(StoreError::Invalid(format!("not a CREATE INDEX statement: {sql}"))) }
+}
+
+fn create_indexes(conn: &Connection, c: &Collection) -> Result<()> {
+    for sql in &c.indexes {
+        check_index_sql(sql)?;
+        conn.execute_batch(sql).map_err(|e| StoreError::Invalid(format!("index {sql}: {e}")))?;
+    }
+    Ok(())
+}
+
+fn index_names(conn: &Connection, table: &str) -> Result<Vec<String>> {
+    let mut stmt =
+        conn.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?1 AND sql IS NOT NULL")?;
+    let names = stmt.query_map([table], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(names)
+}
+
+/// Create the table (or view) and indexes of a new collection. The `_collections` row is the
+/// caller's.
+pub(crate) fn create(conn: &Connection, c: &Collection) -> Result<()> {
+    if c.is_view() {
+        conn.execute_batch(&format!("CREATE VIEW {} AS SELECT * FROM ({})", q(&c.name), c.view_query()))
+            .map_err(|e| StoreError::Invalid(format!("Invalid view query. Raw error: {e}")))?;
+        return Ok(());
+    }
+    conn.execute_batch(&table_sql(&c.name, &c.fields))?;
+    create_indexes(conn, c)
+}
+
+pub(crate) fn create_collection(conn: &Connection, c: &Collection) -> Result<()> {
+    insert_collection_row(conn, c)?;
+    create(conn, c)
+}
+
+/// Move a table to a new definition. The table is rebuilt (new table, copy, swap): that one path
+/// handles added, removed, renamed and retyped columns alike, and keeps the data of every field
+/// whose id survives.
+pub(crate) fn update_collection(conn: &Connection, old: &Collection, new: &Collection) -> Result<()> {
+    update_collection_row(conn, new)?;
+    if new.is_view() {
+        conn.execute_batch(&format!("DROP VIEW IF EXISTS {}", q(&old.name)))?;
+        return create(conn, new);
+    }
+    let same_shape = old.name == new.name
+        && old.fields.len() == new.fields.len()
+        && old.fields.iter().all(|f| {
+            new.fields.iter().any(|g| g.id == f.id && g.name == f.name && g.column_def() == f.column_def())
+        });
+    for idx in index_names(conn, &old.name)? {
+        conn.execute_batch(&format!("DROP INDEX IF EXISTS {}", q(&idx)))?;
+    }
+    if !same_shape {
+        let tmp = format!("_ferrobase_new_{}", new.name);
+        conn.execute_batch(&table_sql(&tmp, &new.fields))?;
+        let mut dst = Vec::new();
+        let mut src = Vec::new();
+        for f in &new.fields {
+            let Some(o) = old.fields.iter().find(|o| o.id == f.id) else { continue };
+            dst.push(q(&f.name));
+            src.push(convert_expr(o, f));
+        }
+        if !dst.is_empty() {
+            conn.execute_batch(&format!(
+                "INSERT INTO {} ({}) SELECT {} FROM {}",
+                q(&tmp),
+                dst.join(", "),
+                src.join(", "),
+                q(&old.name)
+            ))?;
+        }
+        // Views that read this table are re-resolved by name when next used; the legacy rename
+        // keeps SQLite from re-parsing them mid-swap.
+        conn.pragma_update(None, "legacy_alter_table", "ON")?;
+        let swap = conn.execute_batch(&format!(
+            "DROP TABLE {}; ALTER TABLE {} RENAME TO {};",
+            q(&old.name),
+            q(&tmp),
+            q(&new.name)
+        ));
+        conn.pragma_update(None, "legacy_alter_table", "OFF")?;
+        swap?;
+    }
+    create_indexes(conn, new)
+}
+
+/// The SQL that carries an old column's value into the new column (single <-> multi changes).
+fn convert_expr(old: &Field, new: &Field) -> String {
+    let col = q(&old.name);
+    match (old.is_multi(), new.is_multi()) {
+        (false, true) => format!("CASE WHEN {col} = '' OR {col} IS NULL THEN '[]' ELSE json_array({col}) END"),
+        (true, false) => {
+            format!("COALESCE(CASE WHEN json_valid({col}) THEN json_extract({col}, '$[#-1]') END, '')")
+        }
+        _ => col,
+    }
+}
+
+pub(crate) fn delete_collection(conn: &Connection, c: &Collection) -> Result<()> {
+    conn.execute("DELETE FROM _collections WHERE id = ?1", [&c.id])?;
+    let kind = if c.is_view() { "VIEW" } else { "TABLE" };
+    conn.execute_batch(&format!("DROP {kind} IF EXISTS {}", q(&c.name)))?;
+    Ok(())
+}
+
+/// Which other collection (by name) has a relation field pointing at `c`, if any.
+pub(crate) fn referenced_by(schema: &Schema, c: &Collection) -> Option<String> {
+    schema
+        .collections
+        .iter()
+        .filter(|o| o.id != c.id)
+        .find(|o| o.fields.iter().any(|f| f.kind == FieldType::Relation && f.opt_str("collectionId") == c.id))
+        .map(|o| o.name.clone())
+}
+
+/// Infer a view's fields from its query: a column read straight from a collection's table becomes
+/// a clone of that field, `id` a plain text field, anything computed a json field (numbers for
+/// counts and integer casts).
+pub(crate) fn infer_view_fields(conn: &Connection, schema: &Schema, query: &str) -> Result<Vec<Field>> {
+    let sql = format!("SELECT * FROM ({query}) LIMIT 0");
+    let stmt = conn.prepare(&sql).map_err(|e| StoreError::Invalid(format!("Invalid view query. Raw error: {e}")))?;
+    let lowered = query.to_ascii_lowercase();
+    let mut fields = Vec::new();
+    let mut has_id = false;
+    for col in stmt.columns_with_metadata() {
+        let name = col.name().to_owned();
+        if name == "id" {
+            has_id = true;
+            let Value::Object(m) = json!({"id": "text3208210256", "name": "id", "type": "text", "primaryKey": true,
+                "required": true, "system": true, "pattern": "^[a-z0-9]+$"})
+            else {
+                unreachable!("object literal")
+            };
+            fields.push(field_from_json(m).expect("valid"));
+            continue;
+        }
+        let source = match (col.table_name(), col.origin_name()) {
+            (Some(t), Some(o)) => schema.by_name(t).and_then(|c| c.field(o)).cloned(),
+            _ => None,
+        };
+        let field = match source {
+            Some(mut f) => {
+                let clone_id = format!("_clone_{}", ids::lower_alnum(4));
+                f.raw.insert("id".into(), json!(clone_id));
+                f.raw.insert("name".into(), json!(name));
+                f.raw.insert("system".into(), json!(false));
+                f.raw.insert("required".into(), json!(false));
+                field_from_json(f.raw).expect("cloned from a valid field")
+            }
+            None => {
+                let alias_pos = lowered.find(&format!(" as {}", name.to_ascii_lowercase()));
+                let expr_is_int = alias_pos.is_some_and(|p| {
+                    let before = &lowered[..p];
+                    let start = before.rfind([',', '\n']).map(|i| i + 1).unwrap_or(0);
+                    let expr = before[start..].trim();
+                    expr.contains("count(") || expr.contains("as int") || expr.contains("as integer")
+                });
+                let m = if expr_is_int {
+                    json!({"id": ids::field_id("number", &name), "name": name, "type": "number", "onlyInt": true})
+                } else {
+                    json!({"id": ids::field_id("json", &name), "name": name, "type": "json", "maxSize": 1})
+                };
+                let Value::Object(m) = m else { unreachable!("object literal") };
+                field_from_json(m).expect("valid")
+            }
+        };
+        fields.push(field);
+    }
+    if !has_id {
+        return Err(StoreError::Invalid(
+            "Invalid view query. Raw error: \nmissing required id column (you can use `(ROW_NUMBER() OVER()) as id` if you don't have one).".into(),
+        ));
+    }
+    Ok(fields)
+}

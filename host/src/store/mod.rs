@@ -1,0 +1,384 @@
+//! Owns every SQLite connection: open and PRAGMAs in one place, one writer thread, a pool of
+//! read-only readers, system tables, collection DDL and the schema snapshot. Knows nothing about
+//! HTTP, JSON response shapes, filter syntax or plugins.
+
+mod bootstrap;
+pub(crate) mod ddl;
+pub(crate) mod records;
+pub(crate) mod superusers;
+
+use crate::schema::{Collection, Rules, Schema, define};
+use arc_swap::ArcSwap;
+use rusqlite::{Connection, OpenFlags};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, mpsc};
+use tokio::sync::{Semaphore, oneshot};
+
+pub(crate) use records::StoreRecord;
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StoreError {
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("the writer thread is gone")]
+    WriterGone,
+    #[error("corrupt schema: {0}")]
+    Schema(String),
+    /// A unique index refused the write; the columns it names.
+    #[error("unique constraint on {0:?}")]
+    NotUnique(Vec<String>),
+    /// A required relation still points at the record being deleted.
+    #[error("record is part of a required relation")]
+    RequiredRelation,
+    /// The collection is referenced by another collection's relation field.
+    #[error("collection is referenced by {0}")]
+    Referenced(String),
+    #[error("invalid: {0}")]
+    Invalid(String),
+}
+
+impl StoreError {
+    /// Turn SQLite's unique-constraint message into the columns it names.
+    pub(crate) fn classify(e: rusqlite::Error) -> Self {
+        if let rusqlite::Error::SqliteFailure(code, msg) = &e
+            && (code.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+                || code.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY)
+        {
+            // "UNIQUE constraint failed: posts.code, posts.other"
+            let cols = msg
+                .as_deref()
+                .unwrap_or("")
+                .split_once(':')
+                .map(|(_, rest)| rest)
+                .unwrap_or("")
+                .split(',')
+                .filter_map(|c| c.trim().rsplit('.').next().map(str::to_owned))
+                .filter(|c| !c.is_empty())
+                .collect();
+            return Self::NotUnique(cols);
+        }
+        Self::Sqlite(e)
+    }
+}
+
+impl From<StoreError> for String {
+    fn from(e: StoreError) -> String {
+        e.to_string()
+    }
+}
+
+pub(crate) type Result<T> = std::result::Result<T, StoreError>;
+
+/// Store tuning from pb.toml.
+#[derive(Debug, Clone)]
+pub(crate) struct StoreConfig {
+    pub cache_size_kib: i64,
+    pub journal_size_limit: i64,
+    pub busy_timeout_ms: u64,
+    pub n_readers: usize,
+}
+
+type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+
+pub(crate) struct Store {
+    dir: PathBuf,
+    writer: Mutex<Option<mpsc::Sender<Job>>>,
+    writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    readers: Arc<Mutex<Vec<Connection>>>,
+    reader_permits: Arc<Semaphore>,
+    schema: ArcSwap<Schema>,
+}
+
+/// Apply the PRAGMAs every connection gets. Kept in one place so no connection is opened without them.
+fn configure(conn: &Connection, cfg: &StoreConfig, writer: bool) -> rusqlite::Result<()> {
+    conn.busy_timeout(std::time::Duration::from_millis(cfg.busy_timeout_ms))?;
+    if writer {
+        // WAL lets readers run while the single writer commits; it is a property of the file.
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "journal_size_limit", cfg.journal_size_limit)?;
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
+    conn.pragma_update(None, "cache_size", -cfg.cache_size_kib)?;
+    conn.set_prepared_statement_cache_capacity(256);
+    Ok(())
+}
+
+fn open_writer(path: &Path, cfg: &StoreConfig) -> Result<Connection> {
+    let conn = Connection::open(path)?;
+    configure(&conn, cfg, true)?;
+    Ok(conn)
+}
+
+fn open_reader(path: &Path, cfg: &StoreConfig) -> Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+    let conn = Connection::open_with_flags(path, flags)?;
+    configure(&conn, cfg, false)?;
+    Ok(conn)
+}
+
+/// Read every collection from `_collections`.
+pub(crate) fn load_collections(conn: &Connection) -> Result<Vec<Collection>> {
+    let mut stmt = conn.prepare(
+        "SELECT id, system, type, name, fields, indexes, listRule, viewRule, createRule, updateRule, deleteRule, \
+         options, created, updated FROM _collections ORDER BY rowid",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, bool>(1)?,
+            r.get::<_, String>(2)?,
+            r.get::<_, String>(3)?,
+            json_column(r, 4)?,
+            json_column(r, 5)?,
+            Rules {
+                list: r.get(6)?,
+                view: r.get(7)?,
+                create: r.get(8)?,
+                update: r.get(9)?,
+                delete: r.get(10)?,
+            },
+            json_column(r, 11)?,
+            r.get::<_, String>(12)?,
+            r.get::<_, String>(13)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (id, system, kind, name, fields, indexes, rules, options, created, updated) = row?;
+        out.push(
+            define::from_row(id, system, &kind, name, &fields, &indexes, rules, &options, created, updated)
+                .map_err(StoreError::Schema)?,
+        );
+    }
+    Ok(out)
+}
+
+/// PocketBase's JSON columns may hold TEXT or BLOB.
+fn json_column(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<String> {
+    use rusqlite::types::ValueRef;
+    Ok(match r.get_ref(i)? {
+        ValueRef::Text(t) | ValueRef::Blob(t) => String::from_utf8_lossy(t).into_owned(),
+        ValueRef::Null => String::new(),
+        ValueRef::Integer(i) => i.to_string(),
+        ValueRef::Real(f) => f.to_string(),
+    })
+}
+
+impl Store {
+    /// Open (creating on first start) `dir/data.db` and `dir/auxiliary.db`.
+    pub(crate) fn open(dir: &Path, cfg: &StoreConfig) -> Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let data = dir.join("data.db");
+        let mut writer = open_writer(&data, cfg)?;
+        bootstrap::ensure_data(&mut writer)?;
+        let aux = open_writer(&dir.join("auxiliary.db"), cfg)?;
+        bootstrap::ensure_aux(&aux)?;
+        drop(aux);
+        let schema = Schema::new(load_collections(&writer)?);
+
+        let n = cfg.n_readers.max(1);
+        let mut readers = Vec::with_capacity(n);
+        for _ in 0..n {
+            readers.push(open_reader(&data, cfg)?);
+        }
+
+        let (tx, rx) = mpsc::channel::<Job>();
+        // One thread owns the only write connection: every write and transaction runs here in
+        // order, so writers never contend for SQLite's lock and readers never wait on them.
+        let handle = std::thread::Builder::new().name("ferrobase-writer".into()).spawn(move || {
+            while let Ok(job) = rx.recv() {
+                job(&mut writer);
+            }
+            // Last act before the process lets go of the file: fold the WAL back in.
+            let _ = writer.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        })?;
+
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            writer: Mutex::new(Some(tx)),
+            writer_thread: Mutex::new(Some(handle)),
+            readers: Arc::new(Mutex::new(readers)),
+            reader_permits: Arc::new(Semaphore::new(n)),
+            schema: ArcSwap::from_pointee(schema),
+        })
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The current schema snapshot. Load once per request.
+    pub(crate) fn schema(&self) -> Arc<Schema> {
+        self.schema.load_full()
+    }
+
+    fn send(&self, job: Job) -> Result<()> {
+        let guard = self.writer.lock().map_err(|_| StoreError::WriterGone)?;
+        guard.as_ref().ok_or(StoreError::WriterGone)?.send(job).map_err(|_| StoreError::WriterGone)
+    }
+
+    /// Run `f` on the writer thread (inside whatever transaction `f` opens) and wait for it.
+    pub(crate) async fn write<R, F>(&self, f: F) -> Result<R>
+    where
+        F: FnOnce(&mut Connection) -> Result<R> + Send + 'static,
+        R: Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        self.send(Box::new(move |conn| {
+            let _ = tx.send(f(conn));
+        }))?;
+        rx.await.map_err(|_| StoreError::WriterGone)?
+    }
+
+    /// The same as `write`, for callers outside the async runtime (the CLI).
+    pub(crate) fn write_blocking<R, F>(&self, f: F) -> Result<R>
+    where
+        F: FnOnce(&mut Connection) -> Result<R> + Send + 'static,
+        R: Send + 'static,
+    {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.send(Box::new(move |conn| {
+            let _ = tx.send(f(conn));
+        }))?;
+        rx.recv().map_err(|_| StoreError::WriterGone)?
+    }
+
+    /// A schema-changing write: runs `f` in a transaction on the writer, then reloads and swaps the
+    /// snapshot before anyone can observe the new tables.
+    pub(crate) async fn write_schema<R, F>(self: &Arc<Self>, f: F) -> Result<R>
+    where
+        F: FnOnce(&rusqlite::Transaction<'_>) -> Result<R> + Send + 'static,
+        R: Send + 'static,
+    {
+        let me = Arc::clone(self);
+        self.write(move |conn| {
+            let tx = conn.transaction()?;
+            let out = f(&tx)?;
+            let collections = load_collections(&tx)?;
+            tx.commit()?;
+            me.schema.store(Arc::new(Schema::new(collections)));
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Run `f` on a read-only connection from the pool, off the async runtime.
+    pub(crate) async fn read<R, F>(&self, f: F) -> Result<R>
+    where
+        F: FnOnce(&Connection) -> Result<R> + Send + 'static,
+        R: Send + 'static,
+    {
+        let permit = Arc::clone(&self.reader_permits).acquire_owned().await.map_err(|_| StoreError::WriterGone)?;
+        let readers = Arc::clone(&self.readers);
+        tokio::task::spawn_blocking(move || {
+            let conn = readers.lock().map_err(|_| StoreError::WriterGone)?.pop().ok_or(StoreError::WriterGone)?;
+            let out = f(&conn);
+            if let Ok(mut pool) = readers.lock() {
+                pool.push(conn);
+            }
+            drop(permit);
+            out
+        })
+        .await
+        .map_err(|_| StoreError::WriterGone)?
+    }
+
+    /// Stop the writer after the queued jobs ran, and checkpoint the WAL.
+    pub(crate) fn close(&self) {
+        if let Ok(mut w) = self.writer.lock() {
+            w.take();
+        }
+        if let Ok(mut h) = self.writer_thread.lock()
+            && let Some(h) = h.take()
+        {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> StoreConfig {
+        StoreConfig { cache_size_kib: 16000, journal_size_limit: 200_000_000, busy_timeout_ms: 10_000, n_readers: 2 }
+    }
+
+    #[test]
+    fn pragmas_are_applied_on_writer_and_readers() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &cfg()).unwrap();
+        let (mode, fk, sync, cache) = store
+            .write_blocking(|c| {
+                Ok((
+                    c.query_row("PRAGMA journal_mode", [], |r| r.get::<_, String>(0))?,
+                    c.query_row("PRAGMA foreign_keys", [], |r| r.get::<_, i64>(0))?,
+                    c.query_row("PRAGMA synchronous", [], |r| r.get::<_, i64>(0))?,
+                    c.query_row("PRAGMA cache_size", [], |r| r.get::<_, i64>(0))?,
+                ))
+            })
+            .unwrap();
+        assert_eq!((mode.as_str(), fk, sync, cache), ("wal", 1, 1, -16000));
+        let pool = store.readers.lock().unwrap();
+        assert_eq!(pool.len(), 2);
+        for r in pool.iter() {
+            assert_eq!(r.query_row("PRAGMA foreign_keys", [], |r| r.get::<_, i64>(0)).unwrap(), 1);
+            assert_eq!(r.query_row("PRAGMA temp_store", [], |r| r.get::<_, i64>(0)).unwrap(), 2);
+            assert!(r.execute("CREATE TABLE nope (a)", []).is_err(), "readers must be read-only");
+        }
+    }
+
+    #[test]
+    fn a_fresh_store_has_the_system_collections() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &cfg()).unwrap();
+        let s = store.schema();
+        assert_eq!(s.by_name("_superusers").unwrap().id, "pbc_3142635823");
+        assert_eq!(s.by_name("users").unwrap().id, "_pb_users_auth_");
+        for n in ["_mfas", "_otps", "_externalAuths", "_authOrigins"] {
+            assert!(s.by_name(n).is_some_and(|c| c.system), "{n}");
+        }
+        assert!(dir.path().join("auxiliary.db").exists());
+    }
+
+    #[tokio::test]
+    async fn reads_do_not_wait_for_a_busy_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(dir.path(), &cfg()).unwrap());
+        let (hold_tx, hold_rx) = std::sync::mpsc::channel::<()>();
+        let s2 = Arc::clone(&store);
+        // The writer sits inside an open write transaction until told to finish.
+        let w = tokio::spawn(async move {
+            s2.write(move |c| {
+                let tx = c.transaction()?;
+                tx.execute("INSERT INTO _params (id, value) VALUES ('held', '1')", [])?;
+                let _ = hold_rx.recv();
+                tx.commit()?;
+                Ok(())
+            })
+            .await
+        });
+        let n = store
+            .read(|c| Ok(c.query_row("SELECT count(*) FROM _collections", [], |r| r.get::<_, i64>(0))?))
+            .await
+            .unwrap();
+        assert_eq!(n, 6);
+        hold_tx.send(()).unwrap();
+        w.await.unwrap().unwrap();
+        let n = store
+            .read(|c| Ok(c.query_row("SELECT count(*) FROM _params WHERE id='held'", [], |r| r.get::<_, i64>(0))?))
+            .await
+            .unwrap();
+        assert_eq!(n, 1);
+    }
+}

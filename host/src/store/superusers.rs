@@ -1,0 +1,71 @@
+//! The `superuser` CLI verbs: rows of `_superusers`, written through the writer like any write.
+
+use super::Store;
+use crate::auth::password;
+use crate::schema::value::validate;
+use crate::schema::{SUPERUSERS_ID, ids};
+use rusqlite::{OptionalExtension, params};
+use serde_json::json;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Upsert,
+    Create,
+    Update,
+    Delete,
+}
+
+pub(crate) fn apply(store: &Store, email: &str, pass: Option<&str>, mode: Mode) -> Result<String, String> {
+    let schema = store.schema();
+    let su = schema.by_id(SUPERUSERS_ID).ok_or("the _superusers collection is missing")?.clone();
+    let email_field = su.field("email").ok_or("_superusers has no email field")?;
+    if let Some(e) = validate(email_field, &json!(email)) {
+        return Err(format!("invalid email: {}", e["message"].as_str().unwrap_or("")));
+    }
+    let hash = match pass {
+        Some(p) => {
+            let pf = su.field("password").ok_or("_superusers has no password field")?;
+            if let Some(e) = validate(pf, &json!(p)) {
+                return Err(format!("invalid password: {}", e["message"].as_str().unwrap_or("")));
+            }
+            Some(password::hash(p, 0).map_err(|e| e.to_string())?)
+        }
+        None => None,
+    };
+    let email = email.to_owned();
+    store
+        .write_blocking(move |conn| {
+            let tx = conn.transaction()?;
+            let existing: Option<String> = tx
+                .query_row("SELECT id FROM _superusers WHERE email = ?1 COLLATE NOCASE", [&email], |r| r.get(0))
+                .optional()?;
+            let now = ids::now();
+            let msg = match (mode, existing) {
+                (Mode::Delete, Some(id)) => {
+                    tx.execute("DELETE FROM _superusers WHERE id = ?1", [&id])?;
+                    format!("Successfully deleted superuser {email}!")
+                }
+                (Mode::Delete, None) => return Ok(Err(format!("superuser {email} does not exist"))),
+                (Mode::Create, Some(_)) => return Ok(Err(format!("superuser {email} already exists"))),
+                (Mode::Update, None) => return Ok(Err(format!("superuser {email} does not exist"))),
+                (Mode::Upsert | Mode::Update, Some(id)) => {
+                    tx.execute(
+                        "UPDATE _superusers SET password = ?1, tokenKey = ?2, updated = ?3 WHERE id = ?4",
+                        params![hash, ids::secret(50), now, id],
+                    )?;
+                    format!("Successfully saved superuser {email}!")
+                }
+                (Mode::Upsert | Mode::Create, None) => {
+                    tx.execute(
+                        "INSERT INTO _superusers (id, email, emailVisibility, password, tokenKey, verified, created, updated) \
+                         VALUES (?1, ?2, 0, ?3, ?4, 1, ?5, ?5)",
+                        params![ids::record_id(), email, hash, ids::secret(50), now],
+                    )?;
+                    format!("Successfully saved superuser {email}!")
+                }
+            };
+            tx.commit()?;
+            Ok(Ok(msg))
+        })
+        .map_err(|e| e.to_string())?
+}

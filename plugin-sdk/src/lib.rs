@@ -1,0 +1,1 @@
+//! The Rust guest crate for Ferrobase plugins. The WIT contract and bindings arrive with the plugin issue.
