@@ -321,7 +321,8 @@ pub(crate) fn build(
         (None, Some(Value::String(s))) if !s.is_empty() => s.clone(),
         _ => ids::collection_id(kind.as_str(), &name),
     };
-    if existing.is_none() && schema.by_id(&id).is_some() {
+    let explicit_id = input.get("id").and_then(Value::as_str).is_some_and(|s| !s.is_empty());
+    if existing.is_none() && explicit_id && schema.by_id(&id).is_some() {
         errors.insert("id".into(), verr("validation_collection_id_exists", "Collection id must be unique."));
     }
 

