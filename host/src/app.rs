@@ -30,7 +30,10 @@ pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let state = Arc::new(AppState { store: Arc::clone(&store), cfg: Arc::clone(&cfg) });
+    let state = Arc::new(AppState {
+        store: Arc::clone(&store),
+        cfg: Arc::clone(&cfg),
+    });
     let app = api::router(state).into_make_service_with_connect_info::<SocketAddr>();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let graceful = axum::serve(listener, app).with_graceful_shutdown(async move {

@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub(crate) struct Config {
     pub http: HttpConfig,
@@ -44,15 +44,13 @@ pub(crate) struct LogConfig {
     pub level: String,
 }
 
-impl Default for Config {
-    fn default() -> Self {
-        Self { http: HttpConfig::default(), store: StoreSection::default(), limits: Limits::default(), log: LogConfig::default() }
-    }
-}
-
 impl Default for HttpConfig {
     fn default() -> Self {
-        Self { addr: "127.0.0.1:8090".into(), body_bytes_max: 32 << 20, shutdown_grace_ms: 10_000 }
+        Self {
+            addr: "127.0.0.1:8090".into(),
+            body_bytes_max: 32 << 20,
+            shutdown_grace_ms: 10_000,
+        }
     }
 }
 
@@ -70,13 +68,18 @@ impl Default for StoreSection {
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { page_size_default: 30, page_size_max: 1000 }
+        Self {
+            page_size_default: 30,
+            page_size_max: 1000,
+        }
     }
 }
 
 impl Default for LogConfig {
     fn default() -> Self {
-        Self { level: "info".into() }
+        Self {
+            level: "info".into(),
+        }
     }
 }
 
@@ -91,7 +94,10 @@ pub(crate) struct Overrides {
 impl Config {
     /// Load pb.toml (the `--config` path, else ./pb.toml when present) and apply overrides.
     pub(crate) fn load(o: &Overrides) -> Result<Self, String> {
-        let path = o.config.clone().or_else(|| Some(PathBuf::from("pb.toml")).filter(|p| p.exists()));
+        let path = o
+            .config
+            .clone()
+            .or_else(|| Some(PathBuf::from("pb.toml")).filter(|p| p.exists()));
         let mut cfg = match &path {
             Some(p) => Self::from_file(p)?,
             None => Self::default(),
@@ -107,7 +113,8 @@ impl Config {
     }
 
     pub(crate) fn from_file(p: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(p).map_err(|e| format!("reading {}: {e}", p.display()))?;
+        let text =
+            std::fs::read_to_string(p).map_err(|e| format!("reading {}: {e}", p.display()))?;
         toml::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))
     }
 
@@ -125,7 +132,9 @@ impl Config {
         if self.store.readers > 0 {
             self.store.readers
         } else {
-            std::thread::available_parallelism().map(|n| n.get() * 2).unwrap_or(4)
+            std::thread::available_parallelism()
+                .map(|n| n.get() * 2)
+                .unwrap_or(4)
         }
     }
 }
@@ -136,7 +145,11 @@ mod tests {
 
     #[test]
     fn the_shipped_pb_toml_parses_to_the_defaults() {
-        let shipped = Config::from_file(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../pb.toml"))).unwrap();
+        let shipped = Config::from_file(Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../pb.toml"
+        )))
+        .unwrap();
         let d = Config::default();
         assert_eq!(shipped.http.addr, d.http.addr);
         assert_eq!(shipped.http.body_bytes_max, d.http.body_bytes_max);
@@ -150,10 +163,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("pb.toml");
         std::fs::write(&p, "[http]\naddr = \"127.0.0.1:1\"\n[store]\ndir = \"x\"\n").unwrap();
-        let c = Config::load(&Overrides { config: Some(p.clone()), http: None, dir: None }).unwrap();
+        let c = Config::load(&Overrides {
+            config: Some(p.clone()),
+            http: None,
+            dir: None,
+        })
+        .unwrap();
         assert_eq!(c.http.addr, "127.0.0.1:1");
-        let c = Config::load(&Overrides { config: Some(p), http: Some("127.0.0.1:2".into()), dir: Some("y".into()) })
-            .unwrap();
+        let c = Config::load(&Overrides {
+            config: Some(p),
+            http: Some("127.0.0.1:2".into()),
+            dir: Some("y".into()),
+        })
+        .unwrap();
         assert_eq!(c.http.addr, "127.0.0.1:2");
         assert_eq!(c.store.dir, PathBuf::from("y"));
     }

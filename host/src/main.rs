@@ -15,7 +15,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 #[derive(Parser)]
-#[command(name = "ferrobase", version, about = "A PocketBase-compatible backend: one binary, embedded SQLite")]
+#[command(
+    name = "ferrobase",
+    version,
+    about = "A PocketBase-compatible backend: one binary, embedded SQLite"
+)]
 struct Cli {
     /// The data directory (default: ./pb_data).
     #[arg(long, global = true, env = "FERROBASE_DIR")]
@@ -57,7 +61,10 @@ enum SuperuserAction {
 fn init_tracing(level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 async fn shutdown_signal() {
@@ -85,8 +92,12 @@ fn run() -> anyhow::Result<()> {
         Some(Command::Serve { http }) => http.clone(),
         _ => None,
     };
-    let cfg = Config::load(&Overrides { config: cli.config.clone(), http, dir: cli.dir.clone() })
-        .map_err(anyhow::Error::msg)?;
+    let cfg = Config::load(&Overrides {
+        config: cli.config.clone(),
+        http,
+        dir: cli.dir.clone(),
+    })
+    .map_err(anyhow::Error::msg)?;
     init_tracing(&cfg.log.level);
     match cli.command {
         Some(Command::Superuser { action }) => superuser(&cfg, action),
@@ -97,7 +108,9 @@ fn run() -> anyhow::Result<()> {
 fn serve(cfg: Config) -> anyhow::Result<()> {
     let cfg = Arc::new(cfg);
     let store = app::open_store(&cfg).map_err(anyhow::Error::msg)?;
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(&cfg.http.addr).await?;
         tracing::info!(addr = %listener.local_addr()?, dir = %cfg.store.dir.display(), "ferrobase serving");
@@ -110,12 +123,19 @@ fn serve(cfg: Config) -> anyhow::Result<()> {
 fn superuser(cfg: &Config, action: SuperuserAction) -> anyhow::Result<()> {
     let store = app::open_store(cfg).map_err(anyhow::Error::msg)?;
     let (email, password, mode) = match action {
-        SuperuserAction::Upsert { email, password } => (email, Some(password), store::superusers::Mode::Upsert),
-        SuperuserAction::Create { email, password } => (email, Some(password), store::superusers::Mode::Create),
-        SuperuserAction::Update { email, password } => (email, Some(password), store::superusers::Mode::Update),
+        SuperuserAction::Upsert { email, password } => {
+            (email, Some(password), store::superusers::Mode::Upsert)
+        }
+        SuperuserAction::Create { email, password } => {
+            (email, Some(password), store::superusers::Mode::Create)
+        }
+        SuperuserAction::Update { email, password } => {
+            (email, Some(password), store::superusers::Mode::Update)
+        }
         SuperuserAction::Delete { email } => (email, None, store::superusers::Mode::Delete),
     };
-    let msg = store::superusers::apply(&store, &email, password.as_deref(), mode).map_err(anyhow::Error::msg)?;
+    let msg = store::superusers::apply(&store, &email, password.as_deref(), mode)
+        .map_err(anyhow::Error::msg)?;
     println!("{msg}");
     store.close();
     Ok(())

@@ -32,7 +32,11 @@ fn ours() -> PathBuf {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 struct Server {
@@ -57,20 +61,36 @@ impl Server {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let s = Self { child, url: format!("http://127.0.0.1:{port}") };
+        let s = Self {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Ok((200, _)) = s.call("GET", "/api/health", None, None) {
                 break;
             }
-            assert!(Instant::now() < deadline, "{} did not come up", bin.display());
+            assert!(
+                Instant::now() < deadline,
+                "{} did not come up",
+                bin.display()
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         s
     }
 
-    fn call(&self, method: &str, path: &str, token: Option<&str>, body: Option<Value>) -> Result<(u16, Value), String> {
-        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    fn call(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> Result<(u16, Value), String> {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
         let url = format!("{}{path}", self.url);
         let mut res = match (method, body) {
             ("GET", _) => {
@@ -116,7 +136,9 @@ impl Server {
 
     /// SIGTERM and wait: both servers checkpoint and exit cleanly.
     fn stop(mut self) {
-        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
@@ -151,7 +173,8 @@ fn seed(s: &Server) -> (String, String) {
         "POST",
         "/api/collections",
         Some(&su),
-        Some(json!({"name": "items", "listRule": "", "viewRule": "", "fields": [
+        Some(
+            json!({"name": "items", "listRule": "", "viewRule": "", "fields": [
             {"name": "title", "type": "text", "required": true},
             {"name": "n", "type": "number"},
             {"name": "ok", "type": "bool"},
@@ -161,9 +184,15 @@ fn seed(s: &Server) -> (String, String) {
             {"name": "where", "type": "geoPoint"},
             {"name": "tag", "type": "relation", "collectionId": tags["id"], "maxSelect": 1},
             {"name": "created", "type": "autodate", "onCreate": true, "onUpdate": false}
-        ], "indexes": ["CREATE INDEX idx_items_title ON items (title)"]})),
+        ], "indexes": ["CREATE INDEX idx_items_title ON items (title)"]}),
+        ),
     );
-    let tag = s.ok("POST", "/api/collections/tags/records", Some(&su), Some(json!({"label": "first"})));
+    let tag = s.ok(
+        "POST",
+        "/api/collections/tags/records",
+        Some(&su),
+        Some(json!({"label": "first"})),
+    );
     s.ok(
         "POST",
         "/api/collections/items/records",
@@ -172,7 +201,12 @@ fn seed(s: &Server) -> (String, String) {
             "kind": ["c", "a"], "meta": {"k": [1, "two", null]}, "where": {"lon": 23.32, "lat": 42.69},
             "tag": tag["id"]})),
     );
-    s.ok("POST", "/api/collections/items/records", Some(&su), Some(json!({"title": "empty"})));
+    s.ok(
+        "POST",
+        "/api/collections/items/records",
+        Some(&su),
+        Some(json!({"title": "empty"})),
+    );
     s.ok(
         "POST",
         "/api/collections/users/records",
@@ -185,7 +219,12 @@ fn seed(s: &Server) -> (String, String) {
 
 /// What must read back the same on the other server: records without their volatile keys.
 fn snapshot(s: &Server, su: &str) -> Value {
-    let items = s.ok("GET", "/api/collections/items/records?sort=title", Some(su), None);
+    let items = s.ok(
+        "GET",
+        "/api/collections/items/records?sort=title",
+        Some(su),
+        None,
+    );
     let tags = s.ok("GET", "/api/collections/tags/records", Some(su), None);
     let users = s.ok("GET", "/api/collections/users/records", Some(su), None);
     let strip = |v: &Value| -> Vec<Value> {
@@ -206,9 +245,22 @@ fn snapshot(s: &Server, su: &str) -> Value {
 
 fn check_collections(s: &Server, su: &str) {
     let c = s.ok("GET", "/api/collections/items", Some(su), None);
-    let names: Vec<&str> = c["fields"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["id", "title", "n", "ok", "when", "kind", "meta", "where", "tag", "created"]);
-    assert_eq!(c["indexes"], json!(["CREATE INDEX idx_items_title ON items (title)"]));
+    let names: Vec<&str> = c["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "id", "title", "n", "ok", "when", "kind", "meta", "where", "tag", "created"
+        ]
+    );
+    assert_eq!(
+        c["indexes"],
+        json!(["CREATE INDEX idx_items_title ON items (title)"])
+    );
     let su_col = s.ok("GET", "/api/collections/_superusers", Some(su), None);
     assert_eq!(su_col["id"], "pbc_3142635823");
 }
@@ -225,18 +277,44 @@ fn pair(from: &Path, to: &Path) {
 
     let b = Server::start(to, &dir);
     // Tokens signed by the first server verify in the second (same tokenKey + secret).
-    let (status, refreshed) =
-        b.call("POST", "/api/collections/users/auth-refresh", Some(&user_token), None).unwrap();
-    assert_eq!(status, 200, "a token from {} must verify in {}: {refreshed}", from.display(), to.display());
+    let (status, refreshed) = b
+        .call(
+            "POST",
+            "/api/collections/users/auth-refresh",
+            Some(&user_token),
+            None,
+        )
+        .unwrap();
+    assert_eq!(
+        status,
+        200,
+        "a token from {} must verify in {}: {refreshed}",
+        from.display(),
+        to.display()
+    );
     assert_eq!(refreshed["record"]["email"], "u@example.com");
     // Passwords hashed by the first server verify in the second.
     let su2 = b.login("_superusers", SU_EMAIL, SU_PASS);
     b.login("users", "u@example.com", USER_PASS);
     check_collections(&b, &su2);
-    assert_eq!(snapshot(&b, &su2), before, "records must read back identically");
+    assert_eq!(
+        snapshot(&b, &su2),
+        before,
+        "records must read back identically"
+    );
     // And the second server can keep writing to the same file.
-    b.ok("POST", "/api/collections/items/records", Some(&su2), Some(json!({"title": "later", "kind": "b"})));
-    let list = b.ok("GET", "/api/collections/items/records?perPage=1&skipTotal=1", Some(&su2), None);
+    b.ok(
+        "POST",
+        "/api/collections/items/records",
+        Some(&su2),
+        Some(json!({"title": "later", "kind": "b"})),
+    );
+    let list = b.ok(
+        "GET",
+        "/api/collections/items/records?perPage=1&skipTotal=1",
+        Some(&su2),
+        None,
+    );
     assert_eq!(list["perPage"], 1);
     b.stop();
 }

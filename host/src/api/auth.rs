@@ -7,9 +7,9 @@ use super::serialize::{FieldsFilter, Viewer, record_json};
 use super::{Caller, Shared, caller, find_collection, ok_json, query_map, request_info};
 use crate::auth::{password, token};
 use crate::query;
+use crate::schema::Collection;
 use crate::schema::define::verr;
 use crate::schema::value::Stored;
-use crate::schema::Collection;
 use crate::store::records as store_records;
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
@@ -21,20 +21,43 @@ use std::sync::Arc;
 fn auth_collection(state: &Shared, key: &str) -> ApiResult<Arc<Collection>> {
     find_collection(state, key)
         .filter(|c| c.is_auth())
-        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "Missing or invalid auth collection context."))
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "Missing or invalid auth collection context.",
+            )
+        })
 }
 
-pub(crate) async fn methods(State(state): State<Shared>, Path(key): Path<String>) -> ApiResult<Response> {
+pub(crate) async fn methods(
+    State(state): State<Shared>,
+    Path(key): Path<String>,
+) -> ApiResult<Response> {
     let c = auth_collection(&state, &key)?;
     let pa = c.auth_option("passwordAuth").cloned().unwrap_or(json!({}));
     let enabled = pa.get("enabled").and_then(Value::as_bool).unwrap_or(false);
     let identity = pa.get("identityFields").cloned().unwrap_or(json!([]));
-    let ids: Vec<&str> = identity.as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+    let ids: Vec<&str> = identity
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
     let mfa = c.auth_option("mfa");
     let otp = c.auth_option("otp");
     let dur = |o: Option<&Value>| -> (bool, i64) {
-        let en = o.and_then(|o| o.get("enabled")).and_then(Value::as_bool).unwrap_or(false);
-        (en, if en { o.and_then(|o| o.get("duration")).and_then(Value::as_i64).unwrap_or(0) } else { 0 })
+        let en = o
+            .and_then(|o| o.get("enabled"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        (
+            en,
+            if en {
+                o.and_then(|o| o.get("duration"))
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+            } else {
+                0
+            },
+        )
     };
     let (mfa_on, mfa_d) = dur(mfa);
     let (otp_on, otp_d) = dur(otp);
@@ -50,8 +73,18 @@ pub(crate) async fn methods(State(state): State<Shared>, Path(key): Path<String>
 }
 
 /// `{record, token}` for a freshly authenticated record.
-fn auth_response(c: &Collection, row: &crate::store::StoreRecord, tok: String, fields: &Option<FieldsFilter>, superuser_view: bool) -> Response {
-    let view = Viewer { superuser: superuser_view, owner_view: true, ..Viewer::default() };
+fn auth_response(
+    c: &Collection,
+    row: &crate::store::StoreRecord,
+    tok: String,
+    fields: &Option<FieldsFilter>,
+    superuser_view: bool,
+) -> Response {
+    let view = Viewer {
+        superuser: superuser_view,
+        owner_view: true,
+        ..Viewer::default()
+    };
     let body = json!({"record": Value::Object(record_json(c, row, &view)), "token": tok});
     ok_json(&match fields {
         Some(f) => f.apply_value(body),
@@ -59,7 +92,11 @@ fn auth_response(c: &Collection, row: &crate::store::StoreRecord, tok: String, f
     })
 }
 
-fn sign_auth_token(c: &Collection, row: &crate::store::StoreRecord, refreshable: bool) -> ApiResult<String> {
+fn sign_auth_token(
+    c: &Collection,
+    row: &crate::store::StoreRecord,
+    refreshable: bool,
+) -> ApiResult<String> {
     let text = |name: &str| -> String {
         c.fields
             .iter()
@@ -86,8 +123,17 @@ fn sign_auth_token(c: &Collection, row: &crate::store::StoreRecord, refreshable:
 }
 
 /// The collection's `authRule` for this record: None = allowed.
-async fn check_auth_rule(state: &Shared, c: &Arc<Collection>, row: &crate::store::StoreRecord) -> ApiResult<()> {
-    let deny = || ApiError::new(StatusCode::FORBIDDEN, "The request doesn't satisfy the collection requirements to authenticate.");
+async fn check_auth_rule(
+    state: &Shared,
+    c: &Arc<Collection>,
+    row: &crate::store::StoreRecord,
+) -> ApiResult<()> {
+    let deny = || {
+        ApiError::new(
+            StatusCode::FORBIDDEN,
+            "The request doesn't satisfy the collection requirements to authenticate.",
+        )
+    };
     let rule = match c.auth_option("authRule") {
         Some(Value::String(r)) => r.clone(),
         Some(Value::Null) => return Err(deny()),
@@ -96,12 +142,26 @@ async fn check_auth_rule(state: &Shared, c: &Arc<Collection>, row: &crate::store
     if rule.trim().is_empty() {
         return Ok(());
     }
-    let who = Caller { collection: Arc::clone(c), record: row.clone(), refreshable: true };
-    let req = request_info(Some(&who), &Method::POST, &HeaderMap::new(), &Map::new(), Map::new());
+    let who = Caller {
+        collection: Arc::clone(c),
+        record: row.clone(),
+        refreshable: true,
+    };
+    let req = request_info(
+        Some(&who),
+        &Method::POST,
+        &HeaderMap::new(),
+        &Map::new(),
+        Map::new(),
+    );
     let sel = query::compile_filter(c, &rule, &req, false)?;
     let id = who.id();
     let c2 = Arc::clone(c);
-    let ok = state.store.read(move |conn| store_records::get(conn, &c2, &id, Some(&sel))).await?.is_some();
+    let ok = state
+        .store
+        .read(move |conn| store_records::get(conn, &c2, &id, Some(&sel)))
+        .await?
+        .is_some();
     if ok { Ok(()) } else { Err(deny()) }
 }
 
@@ -114,32 +174,67 @@ pub(crate) async fn with_password(
 ) -> ApiResult<Response> {
     let c = auth_collection(&state, &key)?;
     let q = query_map(raw.as_deref());
-    let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str)).map_err(|_| ApiError::bad_request())?;
-    let data = body::parse(&headers, body, state.cfg.http.body_bytes_max).await?.data;
-    let identity = data.get("identity").and_then(Value::as_str).unwrap_or("").to_owned();
-    let pass = data.get("password").and_then(Value::as_str).unwrap_or("").to_owned();
+    let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
+        .map_err(|_| ApiError::bad_request())?;
+    let data = body::parse(&headers, body, state.cfg.http.body_bytes_max)
+        .await?
+        .data;
+    let identity = data
+        .get("identity")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    let pass = data
+        .get("password")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
     let mut errors = Map::new();
     if identity.is_empty() {
-        errors.insert("identity".into(), verr("validation_required", "Cannot be blank."));
+        errors.insert(
+            "identity".into(),
+            verr("validation_required", "Cannot be blank."),
+        );
     }
     if pass.is_empty() {
-        errors.insert("password".into(), verr("validation_required", "Cannot be blank."));
+        errors.insert(
+            "password".into(),
+            verr("validation_required", "Cannot be blank."),
+        );
     }
     if !errors.is_empty() {
-        return Err(ApiError::with_data(StatusCode::BAD_REQUEST, MSG_VALIDATION, errors));
+        return Err(ApiError::with_data(
+            StatusCode::BAD_REQUEST,
+            MSG_VALIDATION,
+            errors,
+        ));
     }
     let pa = c.auth_option("passwordAuth").cloned().unwrap_or(json!({}));
     if !pa.get("enabled").and_then(Value::as_bool).unwrap_or(false) {
-        return Err(ApiError::new(StatusCode::FORBIDDEN, "The collection is not configured to allow password authentication."));
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "The collection is not configured to allow password authentication.",
+        ));
     }
     let mut identity_fields: Vec<String> = pa
         .get("identityFields")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
         .unwrap_or_default();
-    if let Some(wanted) = data.get("identityField").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+    if let Some(wanted) = data
+        .get("identityField")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+    {
         if !identity_fields.iter().any(|f| f == wanted) {
-            return Err(ApiError::new(StatusCode::BAD_REQUEST, "Failed to authenticate."));
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "Failed to authenticate.",
+            ));
         }
         identity_fields = vec![wanted.to_owned()];
     } else {
@@ -170,18 +265,30 @@ pub(crate) async fn with_password(
         let _ = tokio::task::spawn_blocking(move || password::dummy_verify(&pass)).await;
         return Err(fail());
     };
-    let pi = c.fields.iter().position(|f| f.name == "password").ok_or_else(ApiError::internal)?;
+    let pi = c
+        .fields
+        .iter()
+        .position(|f| f.name == "password")
+        .ok_or_else(ApiError::internal)?;
     let hash = match &row[pi] {
         Stored::Text(t) => t.clone(),
         _ => String::new(),
     };
-    let ok = tokio::task::spawn_blocking(move || password::verify(&pass, &hash)).await.unwrap_or(false);
+    let ok = tokio::task::spawn_blocking(move || password::verify(&pass, &hash))
+        .await
+        .unwrap_or(false);
     if !ok {
         return Err(fail());
     }
     check_auth_rule(&state, &c, &row).await?;
     let tok = sign_auth_token(&c, &row, true)?;
-    Ok(auth_response(&c, &row, tok, &fields, c.id == crate::schema::SUPERUSERS_ID))
+    Ok(auth_response(
+        &c,
+        &row,
+        tok,
+        &fields,
+        c.id == crate::schema::SUPERUSERS_ID,
+    ))
 }
 
 pub(crate) async fn refresh(
@@ -191,15 +298,21 @@ pub(crate) async fn refresh(
     RawQuery(raw): RawQuery,
 ) -> ApiResult<Response> {
     let c = auth_collection(&state, &key)?;
-    let who = caller(&state, &headers).await.ok_or_else(ApiError::requires_auth)?;
+    let who = caller(&state, &headers)
+        .await
+        .ok_or_else(ApiError::requires_auth)?;
     if who.collection.id != c.id {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
-            format!("The request requires auth record from {} collection.", c.name),
+            format!(
+                "The request requires auth record from {} collection.",
+                c.name
+            ),
         ));
     }
     let q = query_map(raw.as_deref());
-    let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str)).map_err(|_| ApiError::bad_request())?;
+    let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
+        .map_err(|_| ApiError::bad_request())?;
     check_auth_rule(&state, &c, &who.record).await?;
     let tok = if who.refreshable {
         sign_auth_token(&c, &who.record, true)?
@@ -210,12 +323,21 @@ pub(crate) async fn refresh(
             .map(|v| token::from_header(v).to_owned())
             .unwrap_or_default()
     };
-    Ok(auth_response(&c, &who.record, tok, &fields, who.is_superuser()))
+    Ok(auth_response(
+        &c,
+        &who.record,
+        tok,
+        &fields,
+        who.is_superuser(),
+    ))
 }
 
 /// Auth flows that arrive with the auth issue (OTP, OAuth2, MFA, verification, password reset,
 /// email change, impersonation). Unknown actions are plain 404s.
-pub(crate) async fn not_built(State(state): State<Shared>, Path((key, action)): Path<(String, String)>) -> ApiError {
+pub(crate) async fn not_built(
+    State(state): State<Shared>,
+    Path((key, action)): Path<(String, String)>,
+) -> ApiError {
     const LATER: &[&str] = &[
         "request-otp",
         "auth-with-otp",
@@ -231,8 +353,14 @@ pub(crate) async fn not_built(State(state): State<Shared>, Path((key, action)): 
         return ApiError::not_found();
     }
     if auth_collection(&state, &key).is_err() {
-        return ApiError::new(StatusCode::NOT_FOUND, "Missing or invalid auth collection context.");
+        return ApiError::new(
+            StatusCode::NOT_FOUND,
+            "Missing or invalid auth collection context.",
+        );
     }
     tracing::info!(action, "auth flow not built yet");
-    ApiError::new(StatusCode::BAD_REQUEST, "This authentication flow is not supported by this server yet.")
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        "This authentication flow is not supported by this server yet.",
+    )
 }

@@ -7,17 +7,29 @@ use axum::http::{HeaderMap, header};
 use serde_json::{Map, Value};
 
 /// Read the whole body, refusing (413) as soon as it passes `limit` bytes.
-pub(crate) async fn read_limited(headers: &HeaderMap, body: Body, limit: usize) -> ApiResult<bytes::Bytes> {
-    if let Some(len) = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
+pub(crate) async fn read_limited(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> ApiResult<bytes::Bytes> {
+    if let Some(len) = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
         && len > limit
     {
         return Err(ApiError::too_large());
     }
-    axum::body::to_bytes(body, limit).await.map_err(|_| ApiError::too_large())
+    axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|_| ApiError::too_large())
 }
 
 fn content_type(headers: &HeaderMap) -> String {
-    headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase()
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase()
 }
 
 /// PocketBase infers plain form values: "true"/"false" become bools, a numeric string becomes a
@@ -29,9 +41,11 @@ fn infer(s: &str) -> Value {
         _ => {
             if let Ok(n) = s.parse::<f64>()
                 && n.is_finite()
-                && crate::schema::value::number(n).to_string() == s
             {
-                return crate::schema::value::number(n);
+                let v = crate::schema::value::number(n);
+                if v.to_string().as_str() == s {
+                    return v;
+                }
             }
             Value::String(s.to_owned())
         }
@@ -68,14 +82,26 @@ pub(crate) async fn parse(headers: &HeaderMap, body: Body, limit: usize) -> ApiR
         for (k, v) in form_urlencoded_pairs(&bytes) {
             push(&mut data, k, infer(&v));
         }
-        return Ok(Parsed { data, has_files: false });
+        return Ok(Parsed {
+            data,
+            has_files: false,
+        });
     }
     if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Parsed { data: Map::new(), has_files: false });
+        return Ok(Parsed {
+            data: Map::new(),
+            has_files: false,
+        });
     }
     match serde_json::from_slice::<Value>(&bytes) {
-        Ok(Value::Object(data)) => Ok(Parsed { data, has_files: false }),
-        Ok(Value::Null) => Ok(Parsed { data: Map::new(), has_files: false }),
+        Ok(Value::Object(data)) => Ok(Parsed {
+            data,
+            has_files: false,
+        }),
+        Ok(Value::Null) => Ok(Parsed {
+            data: Map::new(),
+            has_files: false,
+        }),
         _ => Err(ApiError::bad_request()),
     }
 }
@@ -89,7 +115,8 @@ fn form_urlencoded_pairs(bytes: &[u8]) -> Vec<(String, String)> {
         while i < b.len() {
             if b[i] == b'%'
                 && i + 2 < b.len()
-                && let Ok(v) = u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or(""), 16)
+                && let Ok(v) =
+                    u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or(""), 16)
             {
                 out.push(v);
                 i += 3;
@@ -110,7 +137,12 @@ fn form_urlencoded_pairs(bytes: &[u8]) -> Vec<(String, String)> {
         .collect()
 }
 
-async fn parse_multipart(ct: &str, headers: &HeaderMap, body: Body, limit: usize) -> ApiResult<Parsed> {
+async fn parse_multipart(
+    ct: &str,
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> ApiResult<Parsed> {
     let bytes = read_limited(headers, body, limit).await?;
     let boundary = ct
         .split(';')

@@ -25,7 +25,10 @@ fn define_error(e: DefineError, message: &str) -> ApiError {
     match e {
         DefineError::BadFormat(why) => {
             tracing::info!(why, "collection body refused");
-            ApiError::new(StatusCode::BAD_REQUEST, "Failed to load the submitted data due to invalid formatting.")
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "Failed to load the submitted data due to invalid formatting.",
+            )
         }
         DefineError::Invalid(data) => ApiError::with_data(StatusCode::BAD_REQUEST, message, data),
     }
@@ -36,8 +39,15 @@ fn store_error(e: StoreError, message: &str) -> ApiError {
         StoreError::Invalid(why) => {
             tracing::info!(why, "collection DDL refused");
             let mut data = Map::new();
-            let field = if why.starts_with("Invalid view query") { "viewQuery" } else { "indexes" };
-            data.insert(field.into(), define::verr("validation_invalid_collection", &why));
+            let field = if why.starts_with("Invalid view query") {
+                "viewQuery"
+            } else {
+                "indexes"
+            };
+            data.insert(
+                field.into(),
+                define::verr("validation_invalid_collection", &why),
+            );
             ApiError::with_data(StatusCode::BAD_REQUEST, message, data)
         }
         other => other.into(),
@@ -55,7 +65,10 @@ pub(crate) async fn list(
     let (page, per_page) = super::records::paging(&q, &state.cfg.limits)?;
     let skip_total = super::records::skip_total(&q)?;
     let meta = meta_collection();
-    let req = RequestInfo { is_superuser: true, ..RequestInfo::default() };
+    let req = RequestInfo {
+        is_superuser: true,
+        ..RequestInfo::default()
+    };
     let mut sel = Select::default();
     if let Some(Value::String(f)) = q.get("filter") {
         sel = query::compile_filter(&meta, f, &req, true)?;
@@ -74,17 +87,26 @@ pub(crate) async fn list(
     let all: Vec<&Arc<Collection>> = ids.iter().filter_map(|id| schema.by_id(id)).collect();
     let total = all.len() as i64;
     let start = ((page - 1) * per_page) as usize;
-    let items: Vec<Value> =
-        all.iter().skip(start).take(per_page as usize).map(|c| c.to_api_json()).collect();
+    let items: Vec<Value> = all
+        .iter()
+        .skip(start)
+        .take(per_page as usize)
+        .map(|c| c.to_api_json())
+        .collect();
     let fields = super::serialize::FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
         .map_err(|_| ApiError::bad_request())?;
     let items: Vec<Value> = match &fields {
         Some(f) => items.into_iter().map(|v| f.apply_value(v)).collect(),
         None => items,
     };
-    let (total_items, total_pages) =
-        if skip_total { (-1, -1) } else { (total, (total + per_page - 1) / per_page) };
-    Ok(ok_json(&json!({"items": items, "page": page, "perPage": per_page, "totalItems": total_items, "totalPages": total_pages})))
+    let (total_items, total_pages) = if skip_total {
+        (-1, -1)
+    } else {
+        (total, (total + per_page - 1) / per_page)
+    };
+    Ok(ok_json(
+        &json!({"items": items, "page": page, "perPage": per_page, "totalItems": total_items, "totalPages": total_pages}),
+    ))
 }
 
 pub(crate) async fn view(
@@ -98,13 +120,18 @@ pub(crate) async fn view(
 }
 
 async fn body_json(state: &Shared, headers: &HeaderMap, body: Body) -> ApiResult<Value> {
-    let parsed = super::body::parse(headers, body, state.cfg.http.body_bytes_max).await.map_err(|e| {
-        if e.status == StatusCode::BAD_REQUEST {
-            ApiError::new(StatusCode::BAD_REQUEST, "Failed to load the submitted data due to invalid formatting.")
-        } else {
-            e
-        }
-    })?;
+    let parsed = super::body::parse(headers, body, state.cfg.http.body_bytes_max)
+        .await
+        .map_err(|e| {
+            if e.status == StatusCode::BAD_REQUEST {
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "Failed to load the submitted data due to invalid formatting.",
+                )
+            } else {
+                e
+            }
+        })?;
     Ok(Value::Object(parsed.data))
 }
 
@@ -134,10 +161,24 @@ fn check_rules(c: &Collection) -> Result<(), ApiError> {
             && let Err(e) = query::compile_filter(c, r, &req, false)
             && !matches!(e, query::QueryError::Unsupported(_))
         {
-            data.insert(key.into(), define::verr("validation_invalid_rule", &format!("Invalid rule. Raw error: {e}.")));
+            data.insert(
+                key.into(),
+                define::verr(
+                    "validation_invalid_rule",
+                    &format!("Invalid rule. Raw error: {e}."),
+                ),
+            );
         }
     }
-    if data.is_empty() { Ok(()) } else { Err(ApiError::with_data(StatusCode::BAD_REQUEST, "Failed to create collection.", data)) }
+    if data.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::with_data(
+            StatusCode::BAD_REQUEST,
+            "Failed to create collection.",
+            data,
+        ))
+    }
 }
 
 pub(crate) async fn create(
@@ -148,7 +189,8 @@ pub(crate) async fn create(
     require_superuser(&caller(&state, &headers).await)?;
     let input = body_json(&state, &headers, body).await?;
     let schema = state.store.schema();
-    let c = build(&input, None, &schema).map_err(|e| define_error(e, "Failed to create collection."))?;
+    let c = build(&input, None, &schema)
+        .map_err(|e| define_error(e, "Failed to create collection."))?;
     if !c.is_view() {
         check_rules(&c)?;
     }
@@ -162,7 +204,12 @@ pub(crate) async fn create(
         })
         .await
         .map_err(|e| store_error(e, "Failed to create collection."))?;
-    let fresh = state.store.schema().by_id(&created.id).cloned().ok_or_else(ApiError::internal)?;
+    let fresh = state
+        .store
+        .schema()
+        .by_id(&created.id)
+        .cloned()
+        .ok_or_else(ApiError::internal)?;
     Ok(ok_json(&fresh.to_api_json()))
 }
 
@@ -176,7 +223,8 @@ pub(crate) async fn update(
     let old = super::find_collection(&state, &key).ok_or_else(ApiError::not_found)?;
     let input = body_json(&state, &headers, body).await?;
     let schema = state.store.schema();
-    let new = build(&input, Some(&old), &schema).map_err(|e| define_error(e, "Failed to update collection."))?;
+    let new = build(&input, Some(&old), &schema)
+        .map_err(|e| define_error(e, "Failed to update collection."))?;
     if !new.is_view() {
         check_rules(&new).map_err(|mut e| {
             e.message = "Failed to update collection.".into();
@@ -193,7 +241,12 @@ pub(crate) async fn update(
         })
         .await
         .map_err(|e| store_error(e, "Failed to update collection."))?;
-    let fresh = state.store.schema().by_id(&updated.id).cloned().ok_or_else(ApiError::internal)?;
+    let fresh = state
+        .store
+        .schema()
+        .by_id(&updated.id)
+        .cloned()
+        .ok_or_else(ApiError::internal)?;
     Ok(ok_json(&fresh.to_api_json()))
 }
 
@@ -205,7 +258,10 @@ pub(crate) async fn delete(
     require_superuser(&caller(&state, &headers).await)?;
     let c = super::find_collection(&state, &key).ok_or_else(ApiError::not_found)?;
     if c.system {
-        return Err(ApiError::new(StatusCode::BAD_REQUEST, "Failed to delete collection."));
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "Failed to delete collection.",
+        ));
     }
     if let Some(other) = ddl::referenced_by(&state.store.schema(), &c) {
         return Err(ApiError::new(
@@ -213,7 +269,10 @@ pub(crate) async fn delete(
             format!("Failed to delete collection probably due to existing reference in {other}."),
         ));
     }
-    state.store.write_schema(move |tx| ddl::delete_collection(tx, &c)).await?;
+    state
+        .store
+        .write_schema(move |tx| ddl::delete_collection(tx, &c))
+        .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -225,7 +284,10 @@ pub(crate) async fn truncate(
     require_superuser(&caller(&state, &headers).await)?;
     let c = super::find_collection(&state, &key).ok_or_else(ApiError::not_found)?;
     if c.is_view() {
-        return Err(ApiError::new(StatusCode::BAD_REQUEST, "Failed to truncate collection."));
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "Failed to truncate collection.",
+        ));
     }
     let schema = state.store.schema();
     state
@@ -247,7 +309,10 @@ pub(crate) async fn truncate(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-pub(crate) async fn scaffolds(State(state): State<Shared>, headers: HeaderMap) -> ApiResult<Response> {
+pub(crate) async fn scaffolds(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
     require_superuser(&caller(&state, &headers).await)?;
     let empty = Schema::default();
     let mut out = Map::new();
@@ -289,14 +354,28 @@ pub(crate) async fn import(
                 &format!("Failed to import the collections configuration. Raw error:\n{why}"),
             ),
         );
-        ApiError::with_data(StatusCode::BAD_REQUEST, "Failed to import collections.", data)
+        ApiError::with_data(
+            StatusCode::BAD_REQUEST,
+            "Failed to import collections.",
+            data,
+        )
     };
     let Some(Value::Array(list)) = input.get("collections") else {
         let mut data = Map::new();
-        data.insert("collections".into(), define::verr("validation_required", "Cannot be blank."));
-        return Err(ApiError::with_data(StatusCode::BAD_REQUEST, "Failed to import collections.", data));
+        data.insert(
+            "collections".into(),
+            define::verr("validation_required", "Cannot be blank."),
+        );
+        return Err(ApiError::with_data(
+            StatusCode::BAD_REQUEST,
+            "Failed to import collections.",
+            data,
+        ));
     };
-    let delete_missing = input.get("deleteMissing").and_then(Value::as_bool).unwrap_or(false);
+    let delete_missing = input
+        .get("deleteMissing")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     let list = list.clone();
     let store = Arc::clone(&state.store);
     state
@@ -304,12 +383,20 @@ pub(crate) async fn import(
         .write_schema(move |tx| {
             // Build against a schema that grows as the import proceeds, so relations between
             // imported collections resolve in one pass (targets first is not required).
-            let mut current: Vec<Collection> = store.schema().collections.iter().map(|c| (**c).clone()).collect();
+            let mut current: Vec<Collection> = store
+                .schema()
+                .collections
+                .iter()
+                .map(|c| (**c).clone())
+                .collect();
             let mut staged: Vec<(Option<Collection>, Collection)> = Vec::new();
             for pass_input in &list {
                 let key_id = pass_input.get("id").and_then(Value::as_str).unwrap_or("");
                 let key_name = pass_input.get("name").and_then(Value::as_str).unwrap_or("");
-                let existing = current.iter().find(|c| (!key_id.is_empty() && c.id == key_id) || c.name == key_name).cloned();
+                let existing = current
+                    .iter()
+                    .find(|c| (!key_id.is_empty() && c.id == key_id) || c.name == key_name)
+                    .cloned();
                 // Placeholder so that forward relations to this collection resolve.
                 let snapshot = Schema::new(
                     current
@@ -320,16 +407,24 @@ pub(crate) async fn import(
                             if current.iter().any(|c| c.id == id) {
                                 return None;
                             }
-                            let mut stub = build(&json!({"name": format!("__stub_{id}")}), None, &Schema::default()).ok()?;
+                            let mut stub = build(
+                                &json!({"name": format!("__stub_{id}")}),
+                                None,
+                                &Schema::default(),
+                            )
+                            .ok()?;
                             stub.id = id.to_owned();
                             Some(stub)
                         }))
                         .collect(),
                 );
-                let built = build(pass_input, existing.as_ref(), &snapshot).map_err(|e| match e {
-                    DefineError::BadFormat(w) => StoreError::Invalid(w),
-                    DefineError::Invalid(d) => StoreError::Invalid(Value::Object(d).to_string()),
-                })?;
+                let built =
+                    build(pass_input, existing.as_ref(), &snapshot).map_err(|e| match e {
+                        DefineError::BadFormat(w) => StoreError::Invalid(w),
+                        DefineError::Invalid(d) => {
+                            StoreError::Invalid(Value::Object(d).to_string())
+                        }
+                    })?;
                 if let Some(pos) = current.iter().position(|c| c.id == built.id) {
                     current[pos] = built.clone();
                 } else {
@@ -347,7 +442,12 @@ pub(crate) async fn import(
             }
             if delete_missing {
                 let keep: Vec<String> = staged.iter().map(|(_, n)| n.id.clone()).collect();
-                for c in store.schema().collections.iter().filter(|c| !c.system && !keep.contains(&c.id)) {
+                for c in store
+                    .schema()
+                    .collections
+                    .iter()
+                    .filter(|c| !c.system && !keep.contains(&c.id))
+                {
                     ddl::delete_collection(tx, c)?;
                 }
             }

@@ -11,7 +11,8 @@ pub(crate) const MSG_NOT_FOUND: &str = "The requested resource wasn't found.";
 pub(crate) const MSG_BAD_REQUEST: &str = "Something went wrong while processing your request.";
 pub(crate) const MSG_SUPERUSERS_ONLY: &str = "Only superusers can perform this action.";
 pub(crate) const MSG_REQUIRES_AUTH: &str = "The request requires valid record authorization token.";
-pub(crate) const MSG_FORBIDDEN_RECORD: &str = "The authorized record is not allowed to perform this action.";
+pub(crate) const MSG_FORBIDDEN_RECORD: &str =
+    "The authorized record is not allowed to perform this action.";
 pub(crate) const MSG_MISSING_COLLECTION: &str = "Missing collection context.";
 pub(crate) const MSG_VALIDATION: &str = "An error occurred while validating the submitted data.";
 
@@ -24,10 +25,22 @@ pub(crate) struct ApiError {
 
 impl ApiError {
     pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        Self { status, message: message.into(), data: Map::new() }
+        Self {
+            status,
+            message: message.into(),
+            data: Map::new(),
+        }
     }
-    pub(crate) fn with_data(status: StatusCode, message: impl Into<String>, data: Map<String, Value>) -> Self {
-        Self { status, message: message.into(), data }
+    pub(crate) fn with_data(
+        status: StatusCode,
+        message: impl Into<String>,
+        data: Map<String, Value>,
+    ) -> Self {
+        Self {
+            status,
+            message: message.into(),
+            data,
+        }
     }
     pub(crate) fn bad_request() -> Self {
         Self::new(StatusCode::BAD_REQUEST, MSG_BAD_REQUEST)
@@ -56,10 +69,13 @@ impl From<QueryError> for ApiError {
     fn from(e: QueryError) -> Self {
         tracing::info!(error = %e, "query refused");
         match e {
-            QueryError::Forbidden(what) => {
-                Self::new(StatusCode::FORBIDDEN, format!("Only superusers can filter by {what}"))
+            QueryError::Forbidden(what) => Self::new(
+                StatusCode::FORBIDDEN,
+                format!("Only superusers can filter by {what}"),
+            ),
+            QueryError::Parse(_) | QueryError::Resolve(_) | QueryError::Unsupported(_) => {
+                Self::bad_request()
             }
-            QueryError::Parse(_) | QueryError::Resolve(_) | QueryError::Unsupported(_) => Self::bad_request(),
         }
     }
 }
@@ -68,8 +84,9 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         tracing::error!(error = %e, "store error");
         match e {
-            StoreError::Invalid(_) | StoreError::NotUnique(_) | StoreError::RequiredRelation => Self::bad_request(),
-            StoreError::Referenced(_) => Self::bad_request(),
+            StoreError::Invalid(_) | StoreError::NotUnique(_) | StoreError::RequiredRelation => {
+                Self::bad_request()
+            }
             _ => Self::internal(),
         }
     }
@@ -78,7 +95,10 @@ impl From<StoreError> for ApiError {
 pub(crate) fn json_response(status: StatusCode, body: &Value) -> Response {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
     let mut res = (status, bytes).into_response();
-    res.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    res.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     res
 }
 
@@ -89,7 +109,10 @@ impl IntoResponse for ApiError {
         } else {
             tracing::debug!(status = self.status.as_u16(), message = %self.message, "request refused");
         }
-        json_response(self.status, &json!({"data": self.data, "message": self.message, "status": self.status.as_u16()}))
+        json_response(
+            self.status,
+            &json!({"data": self.data, "message": self.message, "status": self.status.as_u16()}),
+        )
     }
 }
 

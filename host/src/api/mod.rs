@@ -55,12 +55,6 @@ impl Caller {
             .map(|i| from_stored(&self.collection.fields[i], self.record[i].clone()))
             .unwrap_or(Value::Null)
     }
-    pub(crate) fn raw_text(&self, name: &str) -> String {
-        match self.collection.fields.iter().position(|f| f.name == name).map(|i| &self.record[i]) {
-            Some(Stored::Text(t)) => t.clone(),
-            _ => String::new(),
-        }
-    }
     /// The caller as `@request.auth` sees it: every field (hidden ones included) plus the
     /// collection keys.
     pub(crate) fn as_rule_map(&self) -> Map<String, Value> {
@@ -106,11 +100,21 @@ pub(crate) async fn caller(state: &AppState, headers: &HeaderMap) -> Option<Call
     let secret = coll.token_secret("authToken")?.to_owned();
     let c2 = Arc::clone(&coll);
     let id = claims.id.clone();
-    let row = state.store.read(move |conn| store_records::get(conn, &c2, &id, None)).await.ok()??;
+    let row = state
+        .store
+        .read(move |conn| store_records::get(conn, &c2, &id, None))
+        .await
+        .ok()??;
     let tk_idx = coll.fields.iter().position(|f| f.name == "tokenKey")?;
-    let Stored::Text(token_key) = &row[tk_idx] else { return None };
+    let Stored::Text(token_key) = &row[tk_idx] else {
+        return None;
+    };
     let verified = token::verify(tok, token_key, &secret, now_s()).ok()?;
-    Some(Caller { collection: coll, record: row, refreshable: verified.refreshable })
+    Some(Caller {
+        collection: coll,
+        record: row,
+        refreshable: verified.refreshable,
+    })
 }
 
 /// What `@request.*` means for this request.
@@ -124,7 +128,8 @@ pub(crate) fn request_info(
     let mut hdrs = Map::new();
     for (k, v) in headers {
         let name = k.as_str().to_ascii_lowercase().replace('-', "_");
-        hdrs.entry(name).or_insert_with(|| json!(v.to_str().unwrap_or("")));
+        hdrs.entry(name)
+            .or_insert_with(|| json!(v.to_str().unwrap_or("")));
     }
     RequestInfo {
         auth: caller.map(Caller::as_rule_map),
@@ -140,17 +145,39 @@ pub(crate) fn request_info(
 /// Security and CORS headers PocketBase sends on every response; preflights end here.
 async fn common_headers(req: Request, next: Next) -> Response {
     let preflight = req.method() == Method::OPTIONS;
-    let req_headers = req.headers().get(header::ACCESS_CONTROL_REQUEST_HEADERS).cloned();
-    let mut res = if preflight { StatusCode::NO_CONTENT.into_response() } else { next.run(req).await };
+    let req_headers = req
+        .headers()
+        .get(header::ACCESS_CONTROL_REQUEST_HEADERS)
+        .cloned();
+    let mut res = if preflight {
+        StatusCode::NO_CONTENT.into_response()
+    } else {
+        next.run(req).await
+    };
     let h = res.headers_mut();
-    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    h.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
     h.insert("x-frame-options", HeaderValue::from_static("SAMEORIGIN"));
-    h.insert("x-xss-protection", HeaderValue::from_static("1; mode=block"));
-    h.insert("cross-origin-opener-policy", HeaderValue::from_static("same-origin"));
-    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+    h.insert(
+        "x-xss-protection",
+        HeaderValue::from_static("1; mode=block"),
+    );
+    h.insert(
+        "cross-origin-opener-policy",
+        HeaderValue::from_static("same-origin"),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
     h.append(header::VARY, HeaderValue::from_static("Origin"));
     if preflight {
-        h.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("GET,HEAD,PUT,PATCH,POST,DELETE"));
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_METHODS,
+            HeaderValue::from_static("GET,HEAD,PUT,PATCH,POST,DELETE"),
+        );
         if let Some(v) = req_headers {
             h.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, v);
         }
@@ -175,23 +202,54 @@ async fn method_not_routed() -> ApiError {
 pub(crate) fn router(state: Shared) -> Router {
     let api = Router::new()
         .route("/api/health", get(health::health).head(health::health))
-        .route("/api/collections", get(collections::list).post(collections::create))
-        .route("/api/collections/import", axum::routing::put(collections::import))
-        .route("/api/collections/meta/scaffolds", get(collections::scaffolds))
+        .route(
+            "/api/collections",
+            get(collections::list).post(collections::create),
+        )
+        .route(
+            "/api/collections/import",
+            axum::routing::put(collections::import),
+        )
+        .route(
+            "/api/collections/meta/scaffolds",
+            get(collections::scaffolds),
+        )
         .route(
             "/api/collections/{collection}",
-            get(collections::view).patch(collections::update).delete(collections::delete),
+            get(collections::view)
+                .patch(collections::update)
+                .delete(collections::delete),
         )
-        .route("/api/collections/{collection}/truncate", axum::routing::delete(collections::truncate))
-        .route("/api/collections/{collection}/records", get(records::list).post(records::create))
+        .route(
+            "/api/collections/{collection}/truncate",
+            axum::routing::delete(collections::truncate),
+        )
+        .route(
+            "/api/collections/{collection}/records",
+            get(records::list).post(records::create),
+        )
         .route(
             "/api/collections/{collection}/records/{id}",
-            get(records::view).patch(records::update).delete(records::delete),
+            get(records::view)
+                .patch(records::update)
+                .delete(records::delete),
         )
-        .route("/api/collections/{collection}/auth-methods", get(auth::methods))
-        .route("/api/collections/{collection}/auth-with-password", post(auth::with_password))
-        .route("/api/collections/{collection}/auth-refresh", post(auth::refresh))
-        .route("/api/collections/{collection}/{action}", post(auth::not_built))
+        .route(
+            "/api/collections/{collection}/auth-methods",
+            get(auth::methods),
+        )
+        .route(
+            "/api/collections/{collection}/auth-with-password",
+            post(auth::with_password),
+        )
+        .route(
+            "/api/collections/{collection}/auth-refresh",
+            post(auth::refresh),
+        )
+        .route(
+            "/api/collections/{collection}/{action}",
+            post(auth::not_built),
+        )
         .method_not_allowed_fallback(method_not_routed)
         .fallback(fallback)
         .with_state(state);
@@ -229,7 +287,10 @@ fn percent_decode(s: &str) -> String {
         match b[i] {
             b'+' => out.push(b' '),
             b'%' if i + 2 < b.len() => {
-                match std::str::from_utf8(&b[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                match std::str::from_utf8(&b[i + 1..i + 3])
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                {
                     Some(v) => {
                         out.push(v);
                         i += 3;

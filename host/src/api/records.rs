@@ -8,8 +8,10 @@ use super::{Caller, Shared, caller, find_collection, ok_json, query_map, request
 use crate::auth::password;
 use crate::config::Limits;
 use crate::query::{self, RequestInfo, Select};
-use crate::schema::define::{verr, verr_params};
-use crate::schema::value::{self, Modifier, Stored, apply_modifier, coerce, from_stored, split_modifier, zero};
+use crate::schema::define::verr;
+use crate::schema::value::{
+    self, Modifier, Stored, apply_modifier, coerce, from_stored, split_modifier, zero,
+};
 use crate::schema::{Collection, FieldType, SUPERUSERS_ID, ids};
 use crate::store::{StoreError, StoreRecord, records as store_records};
 use axum::body::Body;
@@ -91,12 +93,7 @@ fn refuse_expand(q: &Map<String, Value>) -> ApiResult<()> {
     }
 }
 
-fn shape(
-    c: &Collection,
-    row: &StoreRecord,
-    view: &Viewer,
-    fields: &Option<FieldsFilter>,
-) -> Value {
+fn shape(c: &Collection, row: &StoreRecord, view: &Viewer, fields: &Option<FieldsFilter>) -> Value {
     let m = record_json(c, row, view);
     Value::Object(match fields {
         Some(f) => f.apply(m),
@@ -119,7 +116,8 @@ pub(crate) async fn list(
     let (page, per_page) = paging(&q, &state.cfg.limits)?;
     let skip = skip_total(&q)?;
     refuse_expand(&q)?;
-    let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str)).map_err(|_| ApiError::bad_request())?;
+    let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
+        .map_err(|_| ApiError::bad_request())?;
 
     let mut sel = rule.unwrap_or_default();
     if let Some(Value::String(f)) = q.get("filter") {
@@ -134,14 +132,24 @@ pub(crate) async fn list(
         .store
         .read(move |conn| {
             let rows = store_records::list(conn, &c2, &sel, per_page, (page - 1) * per_page)?;
-            let total = if skip { -1 } else { store_records::count(conn, &c2, &sel)? };
+            let total = if skip {
+                -1
+            } else {
+                store_records::count(conn, &c2, &sel)?
+            };
             Ok((rows, total))
         })
         .await?;
     let view = viewer(who.as_ref());
     let items: Vec<Value> = rows.iter().map(|r| shape(&c, r, &view, &fields)).collect();
-    let pages = if total < 0 { -1 } else { (total + per_page - 1) / per_page };
-    Ok(ok_json(&json!({"items": items, "page": page, "perPage": per_page, "totalItems": total, "totalPages": pages})))
+    let pages = if total < 0 {
+        -1
+    } else {
+        (total + per_page - 1) / per_page
+    };
+    Ok(ok_json(
+        &json!({"items": items, "page": page, "perPage": per_page, "totalItems": total, "totalPages": pages}),
+    ))
 }
 
 pub(crate) async fn view(
@@ -157,7 +165,8 @@ pub(crate) async fn view(
     let req = request_info(who.as_ref(), &method, &headers, &q, Map::new());
     let rule = rule_condition(&c, &c.rules.view, &req, who.as_ref())?;
     refuse_expand(&q)?;
-    let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str)).map_err(|_| ApiError::bad_request())?;
+    let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
+        .map_err(|_| ApiError::bad_request())?;
     let c2 = Arc::clone(&c);
     let row = state
         .store
@@ -214,7 +223,9 @@ fn apply_body(c: &Collection, draft: &mut Draft, data: &Map<String, Value>, supe
                     let current = value::coerce(f, &draft.values[i]);
                     let wanted = coerce(f, v);
                     let keep: Vec<Value> = match (&current, &wanted) {
-                        (Value::Array(cur), Value::Array(w)) => w.iter().filter(|x| cur.contains(x)).cloned().collect(),
+                        (Value::Array(cur), Value::Array(w)) => {
+                            w.iter().filter(|x| cur.contains(x)).cloned().collect()
+                        }
                         (Value::String(cur), Value::String(w)) if cur == w => vec![json!(w)],
                         _ => Vec::new(),
                     };
@@ -266,7 +277,10 @@ async fn validate(
             continue;
         }
         let ids: Vec<String> = match &draft.values[i] {
-            Value::Array(a) => a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect(),
+            Value::Array(a) => a
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect(),
             Value::String(s) if !s.is_empty() => vec![s.clone()],
             _ => continue,
         };
@@ -278,7 +292,10 @@ async fn validate(
             None => {
                 errors.insert(
                     f.name.clone(),
-                    verr("validation_missing_rel_records", "Failed to find all relation records with the provided ids."),
+                    verr(
+                        "validation_missing_rel_records",
+                        "Failed to find all relation records with the provided ids.",
+                    ),
                 );
             }
         }
@@ -301,11 +318,18 @@ async fn validate(
         for name in missing {
             errors.insert(
                 name,
-                verr("validation_missing_rel_records", "Failed to find all relation records with the provided ids."),
+                verr(
+                    "validation_missing_rel_records",
+                    "Failed to find all relation records with the provided ids.",
+                ),
             );
         }
     }
-    if errors.is_empty() { Ok(()) } else { Err(errors) }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
 }
 
 /// Hash the draft's new passwords off the async runtime.
@@ -352,7 +376,10 @@ fn unique_error(message: &str, cols: Vec<String>) -> ApiError {
 fn check_files(parsed: &body::Parsed) -> ApiResult<()> {
     if parsed.has_files {
         // Storing uploads is a later issue; refusing beats accepting and dropping the bytes.
-        return Err(ApiError::new(StatusCode::BAD_REQUEST, "File uploads are not supported yet."));
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "File uploads are not supported yet.",
+        ));
     }
     Ok(())
 }
@@ -372,7 +399,10 @@ pub(crate) async fn create(
 ) -> ApiResult<Response> {
     let c = collection_or_404(&state, &key, "Missing or invalid collection context.")?;
     if c.is_view() {
-        return Err(ApiError::new(StatusCode::BAD_REQUEST, "Unsupported collection type."));
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "Unsupported collection type.",
+        ));
     }
     let who = caller(&state, &headers).await;
     let superuser = who.as_ref().is_some_and(Caller::is_superuser);
@@ -381,12 +411,16 @@ pub(crate) async fn create(
     }
     let q = query_map(raw.as_deref());
     refuse_expand(&q)?;
-    let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str)).map_err(|_| ApiError::bad_request())?;
+    let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
+        .map_err(|_| ApiError::bad_request())?;
     let parsed = body::parse(&headers, body, state.cfg.http.body_bytes_max).await?;
     check_files(&parsed)?;
     let data = parsed.data;
 
-    let mut draft = Draft { values: c.fields.iter().map(zero).collect(), passwords: Vec::new() };
+    let mut draft = Draft {
+        values: c.fields.iter().map(zero).collect(),
+        passwords: Vec::new(),
+    };
     apply_body(&c, &mut draft, &data, superuser);
     let now = ids::now();
     let mut skip = Vec::new();
@@ -406,13 +440,26 @@ pub(crate) async fn create(
     }
 
     if c.is_auth() {
-        let pw = data.get("password").and_then(Value::as_str).unwrap_or("").to_owned();
-        let confirm = data.get("passwordConfirm").and_then(Value::as_str).unwrap_or("");
+        let pw = data
+            .get("password")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let confirm = data
+            .get("passwordConfirm")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         let mut form = Map::new();
         if pw.is_empty() {
-            form.insert("password".into(), verr("validation_required", "Cannot be blank."));
+            form.insert(
+                "password".into(),
+                verr("validation_required", "Cannot be blank."),
+            );
         } else if confirm != pw {
-            form.insert("passwordConfirm".into(), verr("validation_values_mismatch", "Values don't match."));
+            form.insert(
+                "passwordConfirm".into(),
+                verr("validation_values_mismatch", "Values don't match."),
+            );
         }
         if !form.is_empty() {
             return Err(validation_error(MSG_CREATE_FAILED, form));
@@ -429,12 +476,17 @@ pub(crate) async fn create(
                 draft.values[vi] = json!(true);
             } else if !superuser && draft.values[vi] == json!(true) {
                 let mut e = Map::new();
-                e.insert("verified".into(), verr("validation_values_mismatch", "Values don't match."));
+                e.insert(
+                    "verified".into(),
+                    verr("validation_values_mismatch", "Values don't match."),
+                );
                 return Err(validation_error(MSG_CREATE_FAILED, e));
             }
         }
     }
-    validate(&state, &c, &draft, &skip).await.map_err(|e| validation_error(MSG_CREATE_FAILED, e))?;
+    validate(&state, &c, &draft, &skip)
+        .await
+        .map_err(|e| validation_error(MSG_CREATE_FAILED, e))?;
 
     let req = request_info(who.as_ref(), &method, &headers, &q, data.clone());
     let rule = rule_condition(&c, &c.rules.create, &req, who.as_ref())?;
@@ -461,7 +513,9 @@ pub(crate) async fn create(
             other => other.into(),
         })?;
     match outcome {
-        WriteOutcome::Done(saved) => Ok(ok_json(&shape(&c, &saved, &viewer(who.as_ref()), &fields))),
+        WriteOutcome::Done(saved) => {
+            Ok(ok_json(&shape(&c, &saved, &viewer(who.as_ref()), &fields)))
+        }
         WriteOutcome::RuleFailed => Err(ApiError::new(StatusCode::BAD_REQUEST, MSG_CREATE_FAILED)),
     }
 }
@@ -476,7 +530,10 @@ pub(crate) async fn update(
 ) -> ApiResult<Response> {
     let c = collection_or_404(&state, &key, MSG_MISSING_COLLECTION)?;
     if c.is_view() {
-        return Err(ApiError::new(StatusCode::BAD_REQUEST, "Unsupported collection type."));
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "Unsupported collection type.",
+        ));
     }
     let who = caller(&state, &headers).await;
     let superuser = who.as_ref().is_some_and(Caller::is_superuser);
@@ -485,7 +542,8 @@ pub(crate) async fn update(
     }
     let q = query_map(raw.as_deref());
     refuse_expand(&q)?;
-    let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str)).map_err(|_| ApiError::bad_request())?;
+    let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
+        .map_err(|_| ApiError::bad_request())?;
     let parsed = body::parse(&headers, body, state.cfg.http.body_bytes_max).await?;
     check_files(&parsed)?;
     let data = parsed.data;
@@ -519,9 +577,17 @@ pub(crate) async fn update(
     if let Some(new_id) = data.get("id").and_then(Value::as_str)
         && new_id != id
     {
-        errors.insert("id".into(), verr("validation_pk_change", "The record primary key cannot be changed."));
+        errors.insert(
+            "id".into(),
+            verr(
+                "validation_pk_change",
+                "The record primary key cannot be changed.",
+            ),
+        );
     }
-    let mut changed: Vec<usize> = (0..c.fields.len()).filter(|&i| draft.values[i] != before[i]).collect();
+    let mut changed: Vec<usize> = (0..c.fields.len())
+        .filter(|&i| draft.values[i] != before[i])
+        .collect();
     let now = ids::now();
     for (i, f) in c.fields.iter().enumerate() {
         if f.kind == FieldType::Autodate && f.opt_bool("onUpdate") {
@@ -531,14 +597,27 @@ pub(crate) async fn update(
     }
 
     if c.is_auth() {
-        auth_update_checks(&c, who.as_ref(), &data, &mut draft, &before, &mut changed, &mut errors).await?;
+        auth_update_checks(
+            &c,
+            who.as_ref(),
+            &data,
+            &mut draft,
+            &before,
+            &mut changed,
+            &mut errors,
+        )
+        .await?;
     }
     if !errors.is_empty() {
         return Err(validation_error(MSG_UPDATE_FAILED, errors));
     }
     // Only changed fields are validated and written: an untouched legacy value stays as it was.
-    let skip: Vec<usize> = (0..c.fields.len()).filter(|i| !changed.contains(i)).collect();
-    validate(&state, &c, &draft, &skip).await.map_err(|e| validation_error(MSG_UPDATE_FAILED, e))?;
+    let skip: Vec<usize> = (0..c.fields.len())
+        .filter(|i| !changed.contains(i))
+        .collect();
+    validate(&state, &c, &draft, &skip)
+        .await
+        .map_err(|e| validation_error(MSG_UPDATE_FAILED, e))?;
     hash_passwords(&c, &mut draft).await?;
     changed.sort_unstable();
     changed.dedup();
@@ -579,7 +658,10 @@ async fn auth_update_checks(
             if let Some(i) = idx(c, name)
                 && draft.values[i] != before[i]
             {
-                errors.insert(name.into(), verr("validation_values_mismatch", "Values don't match."));
+                errors.insert(
+                    name.into(),
+                    verr("validation_values_mismatch", "Values don't match."),
+                );
             }
         }
     }
@@ -587,22 +669,40 @@ async fn auth_update_checks(
     if pw.is_empty() {
         return Ok(());
     }
-    let confirm = data.get("passwordConfirm").and_then(Value::as_str).unwrap_or("");
+    let confirm = data
+        .get("passwordConfirm")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     if confirm != pw {
-        errors.insert("passwordConfirm".into(), verr("validation_values_mismatch", "Values don't match."));
+        errors.insert(
+            "passwordConfirm".into(),
+            verr("validation_values_mismatch", "Values don't match."),
+        );
     }
     let pi = idx(c, "password").ok_or_else(ApiError::internal)?;
     if !superuser {
-        let old = data.get("oldPassword").and_then(Value::as_str).unwrap_or("").to_owned();
+        let old = data
+            .get("oldPassword")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
         if old.is_empty() {
-            errors.insert("oldPassword".into(), verr("validation_required", "Cannot be blank."));
+            errors.insert(
+                "oldPassword".into(),
+                verr("validation_required", "Cannot be blank."),
+            );
         } else {
             let hash = before[pi].as_str().unwrap_or("").to_owned();
-            let ok = tokio::task::spawn_blocking(move || password::verify(&old, &hash)).await.unwrap_or(false);
+            let ok = tokio::task::spawn_blocking(move || password::verify(&old, &hash))
+                .await
+                .unwrap_or(false);
             if !ok {
                 errors.insert(
                     "oldPassword".into(),
-                    verr("validation_invalid_old_password", "Missing or invalid old password."),
+                    verr(
+                        "validation_invalid_old_password",
+                        "Missing or invalid old password.",
+                    ),
                 );
             }
         }
@@ -619,8 +719,6 @@ async fn auth_update_checks(
         draft.values[ti] = json!(ids::secret(50));
         changed.push(ti);
     }
-    // The password was validated above as plaintext; skip the hash in the generic pass.
-    let _ = verr_params;
     Ok(())
 }
 
@@ -633,7 +731,10 @@ pub(crate) async fn delete(
 ) -> ApiResult<Response> {
     let c = collection_or_404(&state, &key, MSG_MISSING_COLLECTION)?;
     if c.is_view() {
-        return Err(ApiError::new(StatusCode::BAD_REQUEST, "Unsupported collection type."));
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "Unsupported collection type.",
+        ));
     }
     let who = caller(&state, &headers).await;
     let q = query_map(raw.as_deref());

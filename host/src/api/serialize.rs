@@ -17,15 +17,24 @@ pub(crate) struct Viewer {
     pub owner_view: bool,
 }
 
-pub(crate) fn record_json(c: &Collection, row: &StoreRecord, viewer: &Viewer) -> Map<String, Value> {
+pub(crate) fn record_json(
+    c: &Collection,
+    row: &StoreRecord,
+    viewer: &Viewer,
+) -> Map<String, Value> {
     let mut pairs: Vec<(String, Value)> = Vec::with_capacity(c.fields.len() + 2);
     let id = c
         .fields
         .iter()
         .position(|f| f.name == "id")
-        .and_then(|i| from_stored(&c.fields[i], row[i].clone()).as_str().map(str::to_owned))
+        .and_then(|i| {
+            from_stored(&c.fields[i], row[i].clone())
+                .as_str()
+                .map(str::to_owned)
+        })
         .unwrap_or_default();
-    let is_owner = viewer.owner_view || (viewer.caller_collection == c.id && viewer.caller_id == id);
+    let is_owner =
+        viewer.owner_view || (viewer.caller_collection == c.id && viewer.caller_id == id);
     let email_visible = c.is_auth()
         && (viewer.superuser
             || is_owner
@@ -55,6 +64,9 @@ pub(crate) fn record_json(c: &Collection, row: &StoreRecord, viewer: &Viewer) ->
     pairs.into_iter().collect()
 }
 
+/// One selected path and its excerpt options.
+type Sel<'a> = (&'a [String], Option<(usize, bool)>);
+
 /// Parsed `fields` parameter, ready to apply to many records.
 pub(crate) struct FieldsFilter(Vec<FieldSel>);
 
@@ -65,15 +77,22 @@ impl FieldsFilter {
             Some(s) if s.trim().is_empty() => Ok(None),
             Some(s) => {
                 let sel = parse_fields(s).map_err(|_| ())?;
-                if sel.is_empty() { Ok(None) } else { Ok(Some(Self(sel))) }
+                if sel.is_empty() {
+                    Ok(None)
+                } else {
+                    Ok(Some(Self(sel)))
+                }
             }
         }
     }
 
     /// Keep only the selected keys of `m` (paths apply level by level; `*` keeps all keys).
     pub(crate) fn apply(&self, m: Map<String, Value>) -> Map<String, Value> {
-        let sels: Vec<(&[String], Option<(usize, bool)>)> =
-            self.0.iter().map(|s| (s.path.as_slice(), s.excerpt)).collect();
+        let sels: Vec<Sel<'_>> = self
+            .0
+            .iter()
+            .map(|s| (s.path.as_slice(), s.excerpt))
+            .collect();
         pick(m, &sels)
     }
 
@@ -86,14 +105,19 @@ impl FieldsFilter {
     }
 }
 
-fn pick(m: Map<String, Value>, sels: &[(&[String], Option<(usize, bool)>)]) -> Map<String, Value> {
+fn pick(m: Map<String, Value>, sels: &[Sel<'_>]) -> Map<String, Value> {
     let mut out = Map::new();
     let star = sels.iter().find(|(p, _)| p.len() == 1 && p[0] == "*");
     for (k, v) in m {
-        let direct: Vec<&(&[String], Option<(usize, bool)>)> =
-            sels.iter().filter(|(p, _)| p.len() == 1 && p[0] == k).collect();
-        let nested: Vec<(&[String], Option<(usize, bool)>)> =
-            sels.iter().filter(|(p, _)| p.len() > 1 && p[0] == k).map(|(p, e)| (&p[1..], *e)).collect();
+        let direct: Vec<&Sel<'_>> = sels
+            .iter()
+            .filter(|(p, _)| p.len() == 1 && p[0] == k)
+            .collect();
+        let nested: Vec<Sel<'_>> = sels
+            .iter()
+            .filter(|(p, _)| p.len() > 1 && p[0] == k)
+            .map(|(p, e)| (&p[1..], *e))
+            .collect();
         if let Some((_, excerpt)) = direct.first().map(|d| **d) {
             out.insert(k, excerpt_of(v, excerpt));
         } else if !nested.is_empty() {
@@ -118,7 +142,9 @@ fn pick(m: Map<String, Value>, sels: &[(&[String], Option<(usize, bool)>)]) -> M
 }
 
 fn excerpt_of(v: Value, excerpt: Option<(usize, bool)>) -> Value {
-    let Some((max, ellipsis)) = excerpt else { return v };
+    let Some((max, ellipsis)) = excerpt else {
+        return v;
+    };
     let Value::String(s) = v else { return v };
     // Strip tags, collapse whitespace, then cut at `max` characters.
     let mut text = String::with_capacity(s.len());
@@ -149,7 +175,9 @@ mod tests {
 
     #[test]
     fn fields_pick_keys_and_excerpts() {
-        let f = FieldsFilter::parse(Some("id,body:excerpt(5,true)")).unwrap().unwrap();
+        let f = FieldsFilter::parse(Some("id,body:excerpt(5,true)"))
+            .unwrap()
+            .unwrap();
         let mut m = Map::new();
         m.insert("id".into(), json!("a"));
         m.insert("body".into(), json!("<p>Hi <b>there</b></p>"));

@@ -22,12 +22,17 @@ pub(crate) struct Claims {
 }
 
 fn sign_input(key: &str, input: &str) -> Vec<u8> {
-    let mut mac = HmacSha256::new_from_slice(key.as_bytes()).expect("HMAC takes keys of any length");
+    let mut mac =
+        HmacSha256::new_from_slice(key.as_bytes()).expect("HMAC takes keys of any length");
     mac.update(input.as_bytes());
     mac.finalize().into_bytes().to_vec()
 }
 
 /// Issue a token. `extra` holds type-specific claims (`refreshable`, `email`, ...).
+#[allow(
+    clippy::too_many_arguments,
+    reason = "each is one of the token's inputs; a struct would only rename them"
+)]
 pub(crate) fn sign(
     record_id: &str,
     collection_id: &str,
@@ -57,13 +62,19 @@ pub(crate) fn sign(
 /// Strip an optional, case-insensitive `Bearer ` prefix.
 pub(crate) fn from_header(value: &str) -> &str {
     let v = value.trim();
-    if v.len() > 7 && v[..7].eq_ignore_ascii_case("bearer ") { v[7..].trim() } else { v }
+    if v.len() > 7 && v[..7].eq_ignore_ascii_case("bearer ") {
+        v[7..].trim()
+    } else {
+        v
+    }
 }
 
 /// Read the claims without checking the signature.
 pub(crate) fn peek(token: &str) -> Result<Claims, AuthError> {
     let mut parts = token.split('.');
-    let (Some(h), Some(p), Some(_), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
+    let (Some(h), Some(p), Some(_), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
         return Err(AuthError::Malformed);
     };
     let header: Value = serde_json::from_slice(&B64.decode(h).map_err(|_| AuthError::Malformed)?)
@@ -71,15 +82,25 @@ pub(crate) fn peek(token: &str) -> Result<Claims, AuthError> {
     if header.get("alg").and_then(Value::as_str) != Some("HS256") {
         return Err(AuthError::Malformed);
     }
-    let payload: Map<String, Value> = serde_json::from_slice(&B64.decode(p).map_err(|_| AuthError::Malformed)?)
-        .map_err(|_| AuthError::Malformed)?;
-    let s = |k: &str| payload.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+    let payload: Map<String, Value> =
+        serde_json::from_slice(&B64.decode(p).map_err(|_| AuthError::Malformed)?)
+            .map_err(|_| AuthError::Malformed)?;
+    let s = |k: &str| {
+        payload
+            .get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
     let claims = Claims {
         id: s("id"),
         collection_id: s("collectionId"),
         kind: s("type"),
         exp: payload.get("exp").and_then(Value::as_f64).map(|e| e as i64),
-        refreshable: payload.get("refreshable").and_then(Value::as_bool).unwrap_or(false),
+        refreshable: payload
+            .get("refreshable")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
         all: payload,
     };
     if claims.id.is_empty() || claims.collection_id.is_empty() || claims.kind.is_empty() {
@@ -90,13 +111,20 @@ pub(crate) fn peek(token: &str) -> Result<Claims, AuthError> {
 
 /// Check the signature with `tokenKey + secret` and the expiry (only when `exp` is present, as
 /// PocketBase does).
-pub(crate) fn verify(token: &str, token_key: &str, secret: &str, now_s: i64) -> Result<Claims, AuthError> {
+pub(crate) fn verify(
+    token: &str,
+    token_key: &str,
+    secret: &str,
+    now_s: i64,
+) -> Result<Claims, AuthError> {
     let claims = peek(token)?;
     let (input, sig) = token.rsplit_once('.').ok_or(AuthError::Malformed)?;
     let sig = B64.decode(sig).map_err(|_| AuthError::Malformed)?;
-    let mut mac = HmacSha256::new_from_slice(format!("{token_key}{secret}").as_bytes()).expect("any key length");
+    let mut mac = HmacSha256::new_from_slice(format!("{token_key}{secret}").as_bytes())
+        .expect("any key length");
     mac.update(input.as_bytes());
-    mac.verify_slice(&sig).map_err(|_| AuthError::BadSignature)?;
+    mac.verify_slice(&sig)
+        .map_err(|_| AuthError::BadSignature)?;
     if let Some(exp) = claims.exp
         && exp < now_s
     {
@@ -117,26 +145,59 @@ mod tests {
 
     #[test]
     fn a_signed_token_verifies_and_carries_pocketbase_claims() {
-        let t = sign("rec", "pbc_1", "auth", 60, refreshable(), "key", "secret", 1000);
+        let t = sign(
+            "rec",
+            "pbc_1",
+            "auth",
+            60,
+            refreshable(),
+            "key",
+            "secret",
+            1000,
+        );
         let c = verify(&t, "key", "secret", 1000).unwrap();
-        assert_eq!((c.id.as_str(), c.collection_id.as_str(), c.kind.as_str()), ("rec", "pbc_1", "auth"));
+        assert_eq!(
+            (c.id.as_str(), c.collection_id.as_str(), c.kind.as_str()),
+            ("rec", "pbc_1", "auth")
+        );
         assert_eq!(c.exp, Some(1060));
         assert!(c.refreshable);
         let payload = String::from_utf8(B64.decode(t.split('.').nth(1).unwrap()).unwrap()).unwrap();
-        assert_eq!(payload, r#"{"collectionId":"pbc_1","exp":1060,"id":"rec","refreshable":true,"type":"auth"}"#);
+        assert_eq!(
+            payload,
+            r#"{"collectionId":"pbc_1","exp":1060,"id":"rec","refreshable":true,"type":"auth"}"#
+        );
     }
 
     #[test]
     fn a_changed_token_key_or_secret_invalidates_the_token() {
-        let t = sign("rec", "pbc_1", "auth", 60, refreshable(), "key", "secret", 1000);
-        assert!(matches!(verify(&t, "key2", "secret", 1000), Err(AuthError::BadSignature)));
-        assert!(matches!(verify(&t, "key", "other", 1000), Err(AuthError::BadSignature)));
+        let t = sign(
+            "rec",
+            "pbc_1",
+            "auth",
+            60,
+            refreshable(),
+            "key",
+            "secret",
+            1000,
+        );
+        assert!(matches!(
+            verify(&t, "key2", "secret", 1000),
+            Err(AuthError::BadSignature)
+        ));
+        assert!(matches!(
+            verify(&t, "key", "other", 1000),
+            Err(AuthError::BadSignature)
+        ));
     }
 
     #[test]
     fn expired_tokens_are_refused() {
         let t = sign("rec", "pbc_1", "auth", 60, Map::new(), "k", "s", 1000);
-        assert!(matches!(verify(&t, "k", "s", 1061), Err(AuthError::Expired)));
+        assert!(matches!(
+            verify(&t, "k", "s", 1061),
+            Err(AuthError::Expired)
+        ));
     }
 
     #[test]
@@ -154,7 +215,11 @@ mod tests {
     fn garbage_and_other_algorithms_are_malformed() {
         assert!(peek("nope").is_err());
         assert!(peek("a.b.c").is_err());
-        let none_alg = format!("{}.{}.", B64.encode(br#"{"alg":"none"}"#), B64.encode(br#"{"id":"a","collectionId":"b","type":"auth"}"#));
+        let none_alg = format!(
+            "{}.{}.",
+            B64.encode(br#"{"alg":"none"}"#),
+            B64.encode(br#"{"id":"a","collectionId":"b","type":"auth"}"#)
+        );
         assert!(peek(&none_alg).is_err());
         assert_eq!(from_header("Bearer abc"), "abc");
         assert_eq!(from_header("bearer abc"), "abc");

@@ -3,7 +3,7 @@
 
 pub(crate) mod parse;
 
-use crate::schema::value::{Stored, normalize_date};
+use crate::schema::value::Stored;
 use crate::schema::{Collection, Field, FieldType};
 use parse::{Expr, Modifier, Op, Operand, Path};
 use serde_json::{Map, Value};
@@ -113,14 +113,20 @@ fn macro_value(name: &str) -> Option<Side> {
     let now = Utc::now();
     let fmt = crate::schema::ids::format_time;
     let day_start = now.date_naive().and_hms_opt(0, 0, 0)?.and_utc();
-    let month_start = NaiveDate::from_ymd_opt(now.year(), now.month(), 1)?.and_hms_opt(0, 0, 0)?.and_utc();
+    let month_start = NaiveDate::from_ymd_opt(now.year(), now.month(), 1)?
+        .and_hms_opt(0, 0, 0)?
+        .and_utc();
     let next_month = if now.month() == 12 {
         NaiveDate::from_ymd_opt(now.year() + 1, 1, 1)?
     } else {
         NaiveDate::from_ymd_opt(now.year(), now.month() + 1, 1)?
     };
-    let year_start = NaiveDate::from_ymd_opt(now.year(), 1, 1)?.and_hms_opt(0, 0, 0)?.and_utc();
-    let year_end = NaiveDate::from_ymd_opt(now.year(), 12, 31)?.and_hms_milli_opt(23, 59, 59, 999)?.and_utc();
+    let year_start = NaiveDate::from_ymd_opt(now.year(), 1, 1)?
+        .and_hms_opt(0, 0, 0)?
+        .and_utc();
+    let year_end = NaiveDate::from_ymd_opt(now.year(), 12, 31)?
+        .and_hms_milli_opt(23, 59, 59, 999)?
+        .and_utc();
     let end_of = |d: chrono::DateTime<Utc>| d - Duration::milliseconds(1);
     let text = |t: chrono::DateTime<Utc>| Some(Side::Param(Stored::Text(fmt(t))));
     let int = |i: i64| Some(Side::Param(Stored::Int(i)));
@@ -165,9 +171,14 @@ impl<'a> Compiler<'a> {
     }
 
     fn field(&self, name: &str) -> Result<&'a Field, QueryError> {
-        let f = self.coll.field(name).ok_or_else(|| QueryError::Resolve(format!("unknown field {name:?}")))?;
+        let f = self
+            .coll
+            .field(name)
+            .ok_or_else(|| QueryError::Resolve(format!("unknown field {name:?}")))?;
         if self.client && !self.req.is_superuser && f.hidden {
-            return Err(QueryError::Resolve(format!("non-filterable field {name:?}")));
+            return Err(QueryError::Resolve(format!(
+                "non-filterable field {name:?}"
+            )));
         }
         Ok(f)
     }
@@ -184,7 +195,8 @@ impl<'a> Compiler<'a> {
             if p.segments.len() != 1 || p.modifier.is_some() {
                 return Err(QueryError::Resolve(format!("unknown macro {first}")));
             }
-            return macro_value(first).ok_or_else(|| QueryError::Resolve(format!("unknown macro {first}")));
+            return macro_value(first)
+                .ok_or_else(|| QueryError::Resolve(format!("unknown macro {first}")));
         }
         if p.segments.len() == 1 && self.coll.field(first).is_none() {
             match first {
@@ -210,16 +222,26 @@ impl<'a> Compiler<'a> {
                             path.push('.');
                             path.push_str(s);
                         } else {
-                            return Err(QueryError::Resolve(format!("invalid json path segment {s:?}")));
+                            return Err(QueryError::Resolve(format!(
+                                "invalid json path segment {s:?}"
+                            )));
                         }
                     }
                     json_extract(&col, &path)
                 }
-                FieldType::GeoPoint if p.segments.len() == 2 && matches!(p.segments[1].as_str(), "lon" | "lat") => {
+                FieldType::GeoPoint
+                    if p.segments.len() == 2 && matches!(p.segments[1].as_str(), "lon" | "lat") =>
+                {
                     format!("JSON_EXTRACT({col}, '$.{}')", p.segments[1])
                 }
-                FieldType::Relation => return Err(QueryError::Unsupported("relation paths".into())),
-                _ => return Err(QueryError::Resolve(format!("field {first:?} has no sub-fields"))),
+                FieldType::Relation => {
+                    return Err(QueryError::Unsupported("relation paths".into()));
+                }
+                _ => {
+                    return Err(QueryError::Resolve(format!(
+                        "field {first:?} has no sub-fields"
+                    )));
+                }
             }
         } else if f.kind == FieldType::Json {
             json_extract(&col, "$")
@@ -229,22 +251,31 @@ impl<'a> Compiler<'a> {
         match p.modifier {
             None => Ok(Side::Sql(base)),
             Some(Modifier::Lower) => Ok(Side::Sql(format!("LOWER({base})"))),
-            Some(Modifier::Length) if f.is_multi() && p.segments.len() == 1 => {
-                Ok(Side::Sql(format!("json_array_length({})", multi_as_array(&base))))
-            }
+            Some(Modifier::Length) if f.is_multi() && p.segments.len() == 1 => Ok(Side::Sql(
+                format!("json_array_length({})", multi_as_array(&base)),
+            )),
             Some(Modifier::Each) => Err(QueryError::Unsupported(":each".into())),
-            Some(m) => Err(QueryError::Resolve(format!("modifier {m:?} is not allowed on {first:?}"))),
+            Some(m) => Err(QueryError::Resolve(format!(
+                "modifier {m:?} is not allowed on {first:?}"
+            ))),
         }
     }
 
     fn resolve_request(&mut self, p: &Path) -> Result<Side, QueryError> {
         let seg = |i: usize| p.segments.get(i).map(String::as_str);
         let lookup = |m: &Map<String, Value>, path: &[String]| -> Value {
-            let mut cur = m.get(path.first().map(String::as_str).unwrap_or("")).cloned().unwrap_or(Value::Null);
+            let mut cur = m
+                .get(path.first().map(String::as_str).unwrap_or(""))
+                .cloned()
+                .unwrap_or(Value::Null);
             for s in path.iter().skip(1) {
                 cur = match cur {
                     Value::Object(o) => o.get(s).cloned().unwrap_or(Value::Null),
-                    Value::Array(a) => s.parse::<usize>().ok().and_then(|i| a.get(i).cloned()).unwrap_or(Value::Null),
+                    Value::Array(a) => s
+                        .parse::<usize>()
+                        .ok()
+                        .and_then(|i| a.get(i).cloned())
+                        .unwrap_or(Value::Null),
                     _ => Value::Null,
                 };
             }
@@ -256,7 +287,9 @@ impl<'a> Compiler<'a> {
                     return Err(QueryError::Unsupported("modifiers on @request.auth".into()));
                 }
                 if p.segments.len() > 3 {
-                    return Err(QueryError::Unsupported("relation paths from @request.auth".into()));
+                    return Err(QueryError::Unsupported(
+                        "relation paths from @request.auth".into(),
+                    ));
                 }
                 match &self.req.auth {
                     Some(a) => json_value_to_stored(&lookup(a, &p.segments[2..])),
@@ -277,16 +310,29 @@ impl<'a> Compiler<'a> {
                             _ => json_value_to_stored(&v),
                         }
                     }
-                    Some(m) => return Err(QueryError::Unsupported(format!("{m:?} on @request.body"))),
+                    Some(m) => {
+                        return Err(QueryError::Unsupported(format!("{m:?} on @request.body")));
+                    }
                 }
             }
-            Some("query") if p.segments.len() == 3 => json_value_to_stored(&lookup(&self.req.query, &p.segments[2..])),
+            Some("query") if p.segments.len() == 3 => {
+                json_value_to_stored(&lookup(&self.req.query, &p.segments[2..]))
+            }
             Some("headers") if p.segments.len() == 3 => {
                 json_value_to_stored(&lookup(&self.req.headers, &p.segments[2..]))
             }
-            Some("method") if p.segments.len() == 2 => Side::Param(Stored::Text(self.req.method.clone())),
-            Some("context") if p.segments.len() == 2 => Side::Param(Stored::Text(self.req.context.clone())),
-            _ => return Err(QueryError::Resolve(format!("unknown request field {:?}", p.segments.join(".")))),
+            Some("method") if p.segments.len() == 2 => {
+                Side::Param(Stored::Text(self.req.method.clone()))
+            }
+            Some("context") if p.segments.len() == 2 => {
+                Side::Param(Stored::Text(self.req.context.clone()))
+            }
+            _ => {
+                return Err(QueryError::Resolve(format!(
+                    "unknown request field {:?}",
+                    p.segments.join(".")
+                )));
+            }
         };
         Ok(side)
     }
@@ -298,7 +344,9 @@ impl<'a> Compiler<'a> {
             Operand::Bool(b) => Side::Param(Stored::Int(i64::from(*b))),
             Operand::Null => Side::Null,
             Operand::Ident(p) => self.resolve_path(p)?,
-            Operand::Call { name, .. } => return Err(QueryError::Unsupported(format!("function {name}"))),
+            Operand::Call { name, .. } => {
+                return Err(QueryError::Unsupported(format!("function {name}")));
+            }
         })
     }
 
@@ -364,7 +412,11 @@ impl<'a> Compiler<'a> {
                     }
                 } else {
                     let (a, b) = (self.sql_of(l), self.sql_of(r));
-                    if eq { format!("{a} = {b}") } else { format!("{a} IS NOT {b}") }
+                    if eq {
+                        format!("{a} = {b}")
+                    } else {
+                        format!("{a} IS NOT {b}")
+                    }
                 }
             }
             Op::Gt | Op::Gte | Op::Lt | Op::Lte => {
@@ -432,19 +484,38 @@ pub(crate) fn compile_filter(
     let Some(expr) = parse::parse_filter(text)? else {
         return Ok(Select::default());
     };
-    let mut c = Compiler { coll, req, params: Vec::new(), client };
+    let mut c = Compiler {
+        coll,
+        req,
+        params: Vec::new(),
+        client,
+    };
     let where_sql = c.expr(&expr)?;
-    Ok(Select { joins: String::new(), where_sql, order_sql: String::new(), params: c.params })
+    Ok(Select {
+        joins: String::new(),
+        where_sql,
+        order_sql: String::new(),
+        params: c.params,
+    })
 }
 
 /// Compile a `sort` parameter into an ORDER BY list.
-pub(crate) fn compile_sort(coll: &Collection, text: &str, req: &RequestInfo) -> Result<String, QueryError> {
+pub(crate) fn compile_sort(
+    coll: &Collection,
+    text: &str,
+    req: &RequestInfo,
+) -> Result<String, QueryError> {
     if !req.is_superuser {
         forbid_request_refs(text)?;
     }
     let keys = parse::parse_sort(text)?;
     let mut out = Vec::new();
-    let mut c = Compiler { coll, req, params: Vec::new(), client: true };
+    let mut c = Compiler {
+        coll,
+        req,
+        params: Vec::new(),
+        client: true,
+    };
     for k in keys {
         let dir = if k.desc { "DESC" } else { "ASC" };
         let first = k.path.segments.first().map(String::as_str).unwrap_or("");
@@ -466,13 +537,6 @@ pub(crate) fn compile_sort(coll: &Collection, text: &str, req: &RequestInfo) -> 
         return Err(QueryError::Resolve("sort keys must be fields".into()));
     }
     Ok(out.join(", "))
-}
-
-/// Dates in filters are compared as text, so a date literal stays as written; this helper
-/// exists for callers that need the normalized form.
-pub(crate) fn normalize_date_literal(s: &str) -> String {
-    let n = normalize_date(s);
-    if n.is_empty() { s.to_owned() } else { n }
 }
 
 #[cfg(test)]
@@ -499,14 +563,24 @@ mod tests {
 
     #[test]
     fn comparisons_bind_every_value() {
-        let s = compile_filter(&posts(), r#"title = "x" && views > 2 || title ~ "a_b""#, &guest(), true).unwrap();
+        let s = compile_filter(
+            &posts(),
+            r#"title = "x" && views > 2 || title ~ "a_b""#,
+            &guest(),
+            true,
+        )
+        .unwrap();
         assert_eq!(
             s.where_sql,
             "((`posts`.`title` = ? AND `posts`.`views` > ?) OR `posts`.`title` LIKE ? ESCAPE '\\')"
         );
         assert_eq!(
             s.params,
-            vec![Stored::Text("x".into()), Stored::Real(2.0), Stored::Text("%a\\_b%".into())]
+            vec![
+                Stored::Text("x".into()),
+                Stored::Real(2.0),
+                Stored::Text("%a\\_b%".into())
+            ]
         );
     }
 
@@ -544,7 +618,10 @@ mod tests {
 
     #[test]
     fn unknown_fields_and_unsupported_paths_fail() {
-        assert!(matches!(compile_filter(&posts(), "nope = 1", &guest(), true), Err(QueryError::Resolve(_))));
+        assert!(matches!(
+            compile_filter(&posts(), "nope = 1", &guest(), true),
+            Err(QueryError::Resolve(_))
+        ));
         assert!(compile_filter(&posts(), "title", &guest(), true).is_err());
     }
 

@@ -28,8 +28,15 @@ pub(crate) fn verr_params(code: &str, message: &str, params: Value) -> Value {
 static NAME_RE: LazyLock<regex::Regex> =
     LazyLock::new(|| regex::Regex::new(r"^\w+$").expect("static regex"));
 
-const RESERVED_FIELD_NAMES: &[&str] =
-    &["null", "true", "false", "_rowid_", "collectionId", "collectionName", "expand"];
+const RESERVED_FIELD_NAMES: &[&str] = &[
+    "null",
+    "true",
+    "false",
+    "_rowid_",
+    "collectionId",
+    "collectionName",
+    "expand",
+];
 const RESERVED_AUTH_FIELD_NAMES: &[&str] = &["passwordConfirm", "oldPassword"];
 
 /// Build a field's JSON with every key of its type, in PocketBase's alphabetical order.
@@ -49,7 +56,15 @@ fn field_json(kind: FieldType, input: &Map<String, Value>) -> Map<String, Value>
             None => json!(0),
         }
     };
-    let get_str = |k: &str| Value::String(input.get(k).and_then(Value::as_str).unwrap_or("").to_owned());
+    let get_str = |k: &str| {
+        Value::String(
+            input
+                .get(k)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned(),
+        )
+    };
     let get_list = |k: &str| match input.get(k) {
         Some(Value::Array(a)) => Value::Array(a.clone()),
         _ => json!([]),
@@ -134,45 +149,72 @@ pub(crate) fn field_from_json(raw: Map<String, Value>) -> Option<Field> {
     let kind = FieldType::parse(raw.get("type")?.as_str()?)?;
     let raw = field_json(kind, &raw);
     Some(Field {
-        id: raw.get("id").and_then(Value::as_str).unwrap_or("").to_owned(),
-        name: raw.get("name").and_then(Value::as_str).unwrap_or("").to_owned(),
+        id: raw
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned(),
+        name: raw
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned(),
         kind,
         system: raw.get("system").and_then(Value::as_bool).unwrap_or(false),
         hidden: raw.get("hidden").and_then(Value::as_bool).unwrap_or(false),
-        required: raw.get("required").and_then(Value::as_bool).unwrap_or(false),
+        required: raw
+            .get("required")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
         raw,
     })
 }
 
 fn sys_field(v: Value) -> Field {
-    let Value::Object(m) = v else { unreachable!("system field literals are objects") };
+    let Value::Object(m) = v else {
+        unreachable!("system field literals are objects")
+    };
     field_from_json(m).expect("system field literals are valid")
 }
 
 pub(crate) fn id_field() -> Field {
-    sys_field(json!({"autogeneratePattern":"[a-z0-9]{15}","id":"text3208210256","max":15,"min":15,
-        "name":"id","pattern":"^[a-z0-9]+$","primaryKey":true,"required":true,"system":true,"type":"text"}))
+    sys_field(
+        json!({"autogeneratePattern":"[a-z0-9]{15}","id":"text3208210256","max":15,"min":15,
+        "name":"id","pattern":"^[a-z0-9]+$","primaryKey":true,"required":true,"system":true,"type":"text"}),
+    )
 }
 
 /// The five system fields every auth collection carries, in PocketBase's order.
 pub(crate) fn auth_system_fields() -> Vec<Field> {
     vec![
-        sys_field(json!({"hidden":true,"id":"password901924565","min":8,"name":"password",
-            "required":true,"system":true,"type":"password"})),
-        sys_field(json!({"autogeneratePattern":"[a-zA-Z0-9]{50}","hidden":true,"id":"text2504183744",
-            "max":60,"min":30,"name":"tokenKey","required":true,"system":true,"type":"text"})),
-        sys_field(json!({"id":"email3885137012","name":"email","required":true,"system":true,"type":"email"})),
-        sys_field(json!({"id":"bool1547992806","name":"emailVisibility","system":true,"type":"bool"})),
+        sys_field(
+            json!({"hidden":true,"id":"password901924565","min":8,"name":"password",
+            "required":true,"system":true,"type":"password"}),
+        ),
+        sys_field(
+            json!({"autogeneratePattern":"[a-zA-Z0-9]{50}","hidden":true,"id":"text2504183744",
+            "max":60,"min":30,"name":"tokenKey","required":true,"system":true,"type":"text"}),
+        ),
+        sys_field(
+            json!({"id":"email3885137012","name":"email","required":true,"system":true,"type":"email"}),
+        ),
+        sys_field(
+            json!({"id":"bool1547992806","name":"emailVisibility","system":true,"type":"bool"}),
+        ),
         sys_field(json!({"id":"bool256245529","name":"verified","system":true,"type":"bool"})),
     ]
 }
 
 pub(crate) fn autodate_fields(system: bool) -> Vec<Field> {
     vec![
-        sys_field(json!({"id":"autodate2990389176","name":"created","onCreate":true,"onUpdate":false,
-            "system":system,"type":"autodate"})),
-        sys_field(json!({"id":"autodate3332085495","name":"updated","onCreate":true,"onUpdate":true,
-            "system":system,"type":"autodate"})),
+        sys_field(
+            json!({"id":"autodate2990389176","name":"created","onCreate":true,"onUpdate":false,
+            "system":system,"type":"autodate"}),
+        ),
+        sys_field(
+            json!({"id":"autodate3332085495","name":"updated","onCreate":true,"onUpdate":true,
+            "system":system,"type":"autodate"}),
+        ),
     ]
 }
 
@@ -254,7 +296,11 @@ pub(crate) fn auth_indexes(id: &str, name: &str) -> [String; 2] {
     ]
 }
 
-fn rule_from(input: &Map<String, Value>, key: &str, old: Option<&Option<String>>) -> Option<String> {
+fn rule_from(
+    input: &Map<String, Value>,
+    key: &str,
+    old: Option<&Option<String>>,
+) -> Option<String> {
     match input.get(key) {
         Some(Value::String(s)) => Some(s.clone()),
         Some(_) => None,
@@ -270,7 +316,9 @@ pub(crate) fn build(
     schema: &Schema,
 ) -> Result<Collection, DefineError> {
     let Value::Object(input) = input else {
-        return Err(DefineError::BadFormat("collection body is not an object".into()));
+        return Err(DefineError::BadFormat(
+            "collection body is not an object".into(),
+        ));
     };
     let mut errors = Map::new();
 
@@ -280,7 +328,10 @@ pub(crate) fn build(
         (Some(Value::String(t)), _) => match CollectionType::parse(t) {
             Some(k) => k,
             None => {
-                errors.insert("type".into(), verr("validation_in_invalid", "Must be a valid value."));
+                errors.insert(
+                    "type".into(),
+                    verr("validation_in_invalid", "Must be a valid value."),
+                );
                 CollectionType::Base
             }
         },
@@ -289,7 +340,13 @@ pub(crate) fn build(
     if let Some(e) = existing
         && e.kind != kind
     {
-        errors.insert("type".into(), verr("validation_collection_type_change", "Collection type cannot be changed."));
+        errors.insert(
+            "type".into(),
+            verr(
+                "validation_collection_type_change",
+                "Collection type cannot be changed.",
+            ),
+        );
     }
 
     let name = match input.get("name") {
@@ -298,22 +355,37 @@ pub(crate) fn build(
         Some(_) => return Err(DefineError::BadFormat("name is not a string".into())),
     };
     if name.is_empty() {
-        errors.insert("name".into(), verr("validation_required", "Cannot be blank."));
+        errors.insert(
+            "name".into(),
+            verr("validation_required", "Cannot be blank."),
+        );
     } else if name.len() > 255 || !NAME_RE.is_match(&name) {
-        errors.insert("name".into(), verr("validation_match_invalid", "Must be in a valid format."));
+        errors.insert(
+            "name".into(),
+            verr("validation_match_invalid", "Must be in a valid format."),
+        );
     } else if let Some(other) = schema.by_name(&name)
         && existing.is_none_or(|e| e.id != other.id)
     {
         errors.insert(
             "name".into(),
-            verr("validation_collection_name_exists", "Collection name must be unique (case insensitive)."),
+            verr(
+                "validation_collection_name_exists",
+                "Collection name must be unique (case insensitive).",
+            ),
         );
     }
     if let Some(e) = existing
         && e.system
         && e.name != name
     {
-        errors.insert("name".into(), verr("validation_collection_system_name_change", "System collection name cannot be changed."));
+        errors.insert(
+            "name".into(),
+            verr(
+                "validation_collection_system_name_change",
+                "System collection name cannot be changed.",
+            ),
+        );
     }
 
     let id = match (existing, input.get("id")) {
@@ -321,9 +393,18 @@ pub(crate) fn build(
         (None, Some(Value::String(s))) if !s.is_empty() => s.clone(),
         _ => ids::collection_id(kind.as_str(), &name),
     };
-    let explicit_id = input.get("id").and_then(Value::as_str).is_some_and(|s| !s.is_empty());
+    let explicit_id = input
+        .get("id")
+        .and_then(Value::as_str)
+        .is_some_and(|s| !s.is_empty());
     if existing.is_none() && explicit_id && schema.by_id(&id).is_some() {
-        errors.insert("id".into(), verr("validation_collection_id_exists", "Collection id must be unique."));
+        errors.insert(
+            "id".into(),
+            verr(
+                "validation_collection_id_exists",
+                "Collection id must be unique.",
+            ),
+        );
     }
 
     let old_rules = existing.map(|e| &e.rules);
@@ -361,8 +442,17 @@ pub(crate) fn build(
                 options = Map::new();
                 options.insert("viewQuery".into(), q.clone());
             }
-            if options.get("viewQuery").and_then(Value::as_str).unwrap_or("").trim().is_empty() {
-                errors.insert("viewQuery".into(), verr("validation_required", "Cannot be blank."));
+            if options
+                .get("viewQuery")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .trim()
+                .is_empty()
+            {
+                errors.insert(
+                    "viewQuery".into(),
+                    verr("validation_required", "Cannot be blank."),
+                );
             }
         }
         CollectionType::Base => options = Map::new(),
@@ -383,7 +473,9 @@ pub(crate) fn build(
                     f
                 }
             },
-            Some(Value::Array(list)) => build_fields(list, existing, kind, schema, &id, &mut errors)?,
+            Some(Value::Array(list)) => {
+                build_fields(list, existing, kind, schema, &id, &mut errors)?
+            }
             Some(_) => return Err(DefineError::BadFormat("fields is not an array".into())),
         }
     };
@@ -423,7 +515,9 @@ pub(crate) fn build(
         indexes,
         rules,
         options,
-        created: existing.map(|e| e.created.clone()).unwrap_or_else(|| now.clone()),
+        created: existing
+            .map(|e| e.created.clone())
+            .unwrap_or_else(|| now.clone()),
         updated: now,
     })
 }
@@ -441,24 +535,43 @@ fn build_fields(
     let old_fields: &[Field] = existing.map(|e| e.fields.as_slice()).unwrap_or(&[]);
 
     // The primary key always comes first, whether or not it was sent.
-    let sent_id = list.iter().any(|v| v.get("name").and_then(Value::as_str) == Some("id"));
+    let sent_id = list
+        .iter()
+        .any(|v| v.get("name").and_then(Value::as_str) == Some("id"));
     if !sent_id {
-        fields.push(old_fields.iter().find(|f| f.name == "id").cloned().unwrap_or_else(id_field));
+        fields.push(
+            old_fields
+                .iter()
+                .find(|f| f.name == "id")
+                .cloned()
+                .unwrap_or_else(id_field),
+        );
     }
     let offset = fields.len();
 
     for (i, v) in list.iter().enumerate() {
         let Value::Object(m) = v else {
-            return Err(DefineError::BadFormat(format!("field {i} is not an object")));
+            return Err(DefineError::BadFormat(format!(
+                "field {i} is not an object"
+            )));
         };
         let Some(kind_str) = m.get("type").and_then(Value::as_str) else {
             return Err(DefineError::BadFormat(format!("field {i} has no type")));
         };
         let Some(ftype) = FieldType::parse(kind_str) else {
-            return Err(DefineError::BadFormat(format!("field {i} has an unknown type {kind_str:?}")));
+            return Err(DefineError::BadFormat(format!(
+                "field {i} has an unknown type {kind_str:?}"
+            )));
         };
-        let name = m.get("name").and_then(Value::as_str).unwrap_or("").to_owned();
-        let sent_id = m.get("id").and_then(Value::as_str).filter(|s| !s.is_empty());
+        let name = m
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let sent_id = m
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty());
         // Same id = the same field (perhaps renamed); no id but a known name = the same field.
         let old = match sent_id {
             Some(fid) => old_fields.iter().find(|f| f.id == fid),
@@ -468,7 +581,13 @@ fn build_fields(
         let idx = (i + offset).to_string();
         if let Some(old) = old {
             if old.kind != ftype {
-                field_errors.insert(idx.clone(), verr("validation_field_type_change", "Field type cannot be changed."));
+                field_errors.insert(
+                    idx.clone(),
+                    verr(
+                        "validation_field_type_change",
+                        "Field type cannot be changed.",
+                    ),
+                );
             }
             m.insert("id".into(), json!(old.id));
             if old.system {
@@ -506,10 +625,21 @@ fn build_fields(
 
     // Duplicate names and clashing ids.
     for (i, f) in fields.iter().enumerate() {
-        if fields[..i].iter().any(|g| g.name.eq_ignore_ascii_case(&f.name)) {
-            let entry = field_errors.entry(i.to_string()).or_insert_with(|| json!({}));
+        if fields[..i]
+            .iter()
+            .any(|g| g.name.eq_ignore_ascii_case(&f.name))
+        {
+            let entry = field_errors
+                .entry(i.to_string())
+                .or_insert_with(|| json!({}));
             if let Value::Object(o) = entry {
-                o.insert("name".into(), verr("validation_duplicated_field_name", "Duplicated or invalid field name."));
+                o.insert(
+                    "name".into(),
+                    verr(
+                        "validation_duplicated_field_name",
+                        "Duplicated or invalid field name.",
+                    ),
+                );
             }
         }
     }
@@ -539,44 +669,64 @@ fn validate_field(
     out: &mut Map<String, Value>,
 ) {
     if f.name.is_empty() {
-        out.insert("name".into(), verr("validation_required", "Cannot be blank."));
+        out.insert(
+            "name".into(),
+            verr("validation_required", "Cannot be blank."),
+        );
     } else if f.name.len() > 100
         || !NAME_RE.is_match(&f.name)
         || f.name.contains("_via_")
         || RESERVED_FIELD_NAMES.contains(&f.name.as_str())
         || (kind == CollectionType::Auth && RESERVED_AUTH_FIELD_NAMES.contains(&f.name.as_str()))
     {
-        out.insert("name".into(), verr("validation_field_invalid_name", "The field name is invalid or reserved."));
+        out.insert(
+            "name".into(),
+            verr(
+                "validation_field_invalid_name",
+                "The field name is invalid or reserved.",
+            ),
+        );
     }
     match f.kind {
-        FieldType::Select => {
-            if f.opt_strings("values").is_empty() {
-                out.insert("values".into(), verr("validation_required", "Cannot be blank."));
-            }
+        FieldType::Select if f.opt_strings("values").is_empty() => {
+            out.insert(
+                "values".into(),
+                verr("validation_required", "Cannot be blank."),
+            );
         }
         FieldType::Relation => {
             let target = f.opt_str("collectionId");
             if target.is_empty() {
-                out.insert("collectionId".into(), verr("validation_required", "Cannot be blank."));
+                out.insert(
+                    "collectionId".into(),
+                    verr("validation_required", "Cannot be blank."),
+                );
             } else if target != collection_id && schema.by_id(target).is_none() {
                 out.insert(
                     "collectionId".into(),
-                    verr("validation_field_relation_missing_collection", "The relation collection doesn't exist."),
+                    verr(
+                        "validation_field_relation_missing_collection",
+                        "The relation collection doesn't exist.",
+                    ),
                 );
             }
         }
-        FieldType::Autodate => {
-            if !f.opt_bool("onCreate") && !f.opt_bool("onUpdate") {
-                let e = verr("validation_required", "Either onCreate or onUpdate must be enabled.");
-                out.insert("onCreate".into(), e.clone());
-                out.insert("onUpdate".into(), e);
-            }
+        FieldType::Autodate if !f.opt_bool("onCreate") && !f.opt_bool("onUpdate") => {
+            let e = verr(
+                "validation_required",
+                "Either onCreate or onUpdate must be enabled.",
+            );
+            out.insert("onCreate".into(), e.clone());
+            out.insert("onUpdate".into(), e);
         }
         FieldType::Text => {
             for key in ["pattern", "autogeneratePattern"] {
                 let p = f.opt_str(key);
                 if !p.is_empty() && regex::Regex::new(p).is_err() {
-                    out.insert(key.into(), verr("validation_invalid_regex", "Invalid regular expression."));
+                    out.insert(
+                        key.into(),
+                        verr("validation_invalid_regex", "Invalid regular expression."),
+                    );
                 }
             }
         }
@@ -585,7 +735,10 @@ fn validate_field(
 }
 
 /// A collection as read back from a `_collections` row.
-#[allow(clippy::too_many_arguments, reason = "one argument per _collections column")]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one argument per _collections column"
+)]
 pub(crate) fn from_row(
     id: String,
     system: bool,
@@ -598,7 +751,8 @@ pub(crate) fn from_row(
     created: String,
     updated: String,
 ) -> Result<Collection, String> {
-    let kind = CollectionType::parse(kind).ok_or_else(|| format!("collection {name}: unknown type {kind}"))?;
+    let kind = CollectionType::parse(kind)
+        .ok_or_else(|| format!("collection {name}: unknown type {kind}"))?;
     let fields: Vec<Value> =
         serde_json::from_str(fields).map_err(|e| format!("collection {name}: fields: {e}"))?;
     let fields = fields
@@ -615,12 +769,29 @@ pub(crate) fn from_row(
     } else {
         serde_json::from_str(options).map_err(|e| format!("collection {name}: options: {e}"))?
     };
-    Ok(Collection { id, name, kind, system, fields, indexes, rules, options, created, updated })
+    Ok(Collection {
+        id,
+        name,
+        kind,
+        system,
+        fields,
+        indexes,
+        rules,
+        options,
+        created,
+        updated,
+    })
 }
 
 /// The `fields` JSON column as PocketBase stores it.
 pub(crate) fn fields_to_json(fields: &[Field]) -> String {
-    Value::Array(fields.iter().map(|f| Value::Object(f.raw.clone())).collect()).to_string()
+    Value::Array(
+        fields
+            .iter()
+            .map(|f| Value::Object(f.raw.clone()))
+            .collect(),
+    )
+    .to_string()
 }
 
 /// The `options` JSON column.
@@ -638,10 +809,17 @@ mod tests {
 
     #[test]
     fn a_new_base_collection_gets_the_id_field_first_and_defaults() {
-        let c = build(&json!({"name":"posts","fields":[{"name":"title","type":"text"}]}), None, &base_schema())
-            .unwrap();
+        let c = build(
+            &json!({"name":"posts","fields":[{"name":"title","type":"text"}]}),
+            None,
+            &base_schema(),
+        )
+        .unwrap();
         assert_eq!(c.id, "pbc_1125843985");
-        assert_eq!(c.fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(), ["id", "title"]);
+        assert_eq!(
+            c.fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(),
+            ["id", "title"]
+        );
         assert_eq!(c.fields[1].id, "text724990059");
         assert_eq!(c.fields[1].raw.get("max"), Some(&json!(0)));
         assert_eq!(c.rules.list, None);
@@ -649,10 +827,25 @@ mod tests {
 
     #[test]
     fn a_new_auth_collection_gets_its_system_fields_and_indexes() {
-        let c = build(&json!({"name":"members","type":"auth","fields":[{"name":"nick","type":"text"}]}), None, &base_schema())
-            .unwrap();
+        let c = build(
+            &json!({"name":"members","type":"auth","fields":[{"name":"nick","type":"text"}]}),
+            None,
+            &base_schema(),
+        )
+        .unwrap();
         let names: Vec<_> = c.fields.iter().map(|f| f.name.as_str()).collect();
-        assert_eq!(names, ["id", "nick", "password", "tokenKey", "email", "emailVisibility", "verified"]);
+        assert_eq!(
+            names,
+            [
+                "id",
+                "nick",
+                "password",
+                "tokenKey",
+                "email",
+                "emailVisibility",
+                "verified"
+            ]
+        );
         assert_eq!(c.indexes.len(), 2);
         assert!(c.token_secret("authToken").is_some_and(|s| s.len() == 50));
         let api = c.to_api_json();
@@ -670,26 +863,44 @@ mod tests {
         };
         assert_eq!(e["name"]["code"], "validation_match_invalid");
         assert_eq!(e["fields"]["1"]["values"]["code"], "validation_required");
-        assert_eq!(e["fields"]["2"]["collectionId"]["code"], "validation_field_relation_missing_collection");
+        assert_eq!(
+            e["fields"]["2"]["collectionId"]["code"],
+            "validation_field_relation_missing_collection"
+        );
     }
 
     #[test]
     fn unknown_field_types_are_a_format_error() {
         assert!(matches!(
-            build(&json!({"name":"x","fields":[{"name":"a","type":"wat"}]}), None, &base_schema()),
+            build(
+                &json!({"name":"x","fields":[{"name":"a","type":"wat"}]}),
+                None,
+                &base_schema()
+            ),
             Err(DefineError::BadFormat(_))
         ));
     }
 
     #[test]
     fn an_update_keeps_field_ids_by_name_and_refuses_type_changes() {
-        let c = build(&json!({"name":"p","fields":[{"name":"a","type":"text"}]}), None, &base_schema()).unwrap();
-        let again = build(&json!({"fields":[{"name":"a","type":"text"},{"name":"b","type":"number"}]}), Some(&c), &base_schema())
-            .unwrap();
+        let c = build(
+            &json!({"name":"p","fields":[{"name":"a","type":"text"}]}),
+            None,
+            &base_schema(),
+        )
+        .unwrap();
+        let again = build(
+            &json!({"fields":[{"name":"a","type":"text"},{"name":"b","type":"number"}]}),
+            Some(&c),
+            &base_schema(),
+        )
+        .unwrap();
         assert_eq!(again.fields[1].id, c.fields[1].id);
-        let Err(DefineError::Invalid(e)) =
-            build(&json!({"fields":[{"name":"a","type":"number"}]}), Some(&c), &base_schema())
-        else {
+        let Err(DefineError::Invalid(e)) = build(
+            &json!({"fields":[{"name":"a","type":"number"}]}),
+            Some(&c),
+            &base_schema(),
+        ) else {
             panic!("type change must fail")
         };
         assert_eq!(e["fields"]["1"]["code"], "validation_field_type_change");

@@ -7,7 +7,9 @@ const ALNUM: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01234
 
 fn random_from(alphabet: &[u8], len: usize) -> String {
     let mut rng = rand::rng();
-    (0..len).map(|_| alphabet[rng.random_range(0..alphabet.len())] as char).collect()
+    (0..len)
+        .map(|_| alphabet[rng.random_range(0..alphabet.len())] as char)
+        .collect()
 }
 
 /// A record id: 15 chars of [a-z0-9].
@@ -27,7 +29,10 @@ pub(crate) fn lower_alnum(len: usize) -> String {
 
 /// `pbc_` + crc32(type + name): PocketBase's collection id.
 pub(crate) fn collection_id(kind: &str, name: &str) -> String {
-    format!("pbc_{}", crc32fast::hash(format!("{kind}{name}").as_bytes()))
+    format!(
+        "pbc_{}",
+        crc32fast::hash(format!("{kind}{name}").as_bytes())
+    )
 }
 
 /// `<type><crc32(name)>`: PocketBase's field id.
@@ -65,7 +70,10 @@ mod tests {
     fn record_ids_have_the_pocketbase_shape() {
         let id = record_id();
         assert_eq!(id.len(), 15);
-        assert!(id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()));
+        assert!(
+            id.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        );
     }
 
     #[test]

@@ -13,7 +13,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 pub(crate) const SUPERUSERS_ID: &str = "pbc_3142635823";
-pub(crate) const SUPERUSERS: &str = "_superusers";
 pub(crate) const USERS_ID: &str = "_pb_users_auth_";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,7 +114,11 @@ pub(crate) struct Field {
 
 impl Field {
     pub(crate) fn opt_i64(&self, key: &str) -> i64 {
-        self.raw.get(key).and_then(Value::as_f64).map(|v| v as i64).unwrap_or(0)
+        self.raw
+            .get(key)
+            .and_then(Value::as_f64)
+            .map(|v| v as i64)
+            .unwrap_or(0)
     }
     pub(crate) fn opt_f64(&self, key: &str) -> Option<f64> {
         self.raw.get(key).and_then(Value::as_f64)
@@ -128,14 +131,19 @@ impl Field {
     }
     pub(crate) fn opt_strings(&self, key: &str) -> Vec<String> {
         match self.raw.get(key) {
-            Some(Value::Array(a)) => a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect(),
+            Some(Value::Array(a)) => a
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect(),
             _ => Vec::new(),
         }
     }
     /// Select, relation and file fields hold a JSON array when maxSelect > 1, a single string otherwise.
     pub(crate) fn is_multi(&self) -> bool {
-        matches!(self.kind, FieldType::Select | FieldType::Relation | FieldType::File)
-            && self.opt_i64("maxSelect") > 1
+        matches!(
+            self.kind,
+            FieldType::Select | FieldType::Relation | FieldType::File
+        ) && self.opt_i64("maxSelect") > 1
     }
     pub(crate) fn is_primary_key(&self) -> bool {
         self.kind == FieldType::Text && self.opt_bool("primaryKey")
@@ -193,7 +201,10 @@ impl Collection {
         self.kind == CollectionType::View
     }
     pub(crate) fn view_query(&self) -> &str {
-        self.options.get("viewQuery").and_then(Value::as_str).unwrap_or("")
+        self.options
+            .get("viewQuery")
+            .and_then(Value::as_str)
+            .unwrap_or("")
     }
     /// A token secret from the auth options (`authToken`, `fileToken`, ...).
     pub(crate) fn token_secret(&self, kind: &str) -> Option<&str> {
@@ -229,7 +240,12 @@ impl Collection {
         m.insert("type".into(), json!(self.kind.as_str()));
         m.insert(
             "fields".into(),
-            Value::Array(self.fields.iter().map(|f| Value::Object(f.raw.clone())).collect()),
+            Value::Array(
+                self.fields
+                    .iter()
+                    .map(|f| Value::Object(f.raw.clone()))
+                    .collect(),
+            ),
         );
         m.insert("indexes".into(), json!(self.indexes));
         m.insert("created".into(), json!(self.created));
@@ -283,14 +299,20 @@ impl Schema {
             by_id.insert(c.id.clone(), i);
             by_lower_name.insert(c.name.to_lowercase(), i);
         }
-        Self { collections, by_id, by_lower_name }
+        Self {
+            collections,
+            by_id,
+            by_lower_name,
+        }
     }
     pub(crate) fn by_id(&self, id: &str) -> Option<&Arc<Collection>> {
         self.by_id.get(id).map(|&i| &self.collections[i])
     }
     /// Exact name (PocketBase matches names case-insensitively when it looks a collection up).
     pub(crate) fn by_name(&self, name: &str) -> Option<&Arc<Collection>> {
-        self.by_lower_name.get(&name.to_lowercase()).map(|&i| &self.collections[i])
+        self.by_lower_name
+            .get(&name.to_lowercase())
+            .map(|&i| &self.collections[i])
     }
     pub(crate) fn by_id_or_name(&self, key: &str) -> Option<&Arc<Collection>> {
         self.by_id(key).or_else(|| self.by_name(key))

@@ -3,7 +3,7 @@
 
 use super::define::{verr, verr_params};
 use super::{Field, FieldType};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use std::sync::LazyLock;
 
 /// A value as SQLite stores it. Neutral so that the schema stays free of rusqlite types.
@@ -56,7 +56,12 @@ fn as_number(v: &Value) -> f64 {
     match v {
         Value::Number(n) => n.as_f64().unwrap_or(0.0),
         Value::Bool(b) => f64::from(u8::from(*b)),
-        Value::String(s) => s.trim().parse::<f64>().ok().filter(|n| n.is_finite()).unwrap_or(0.0),
+        Value::String(s) => s
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|n| n.is_finite())
+            .unwrap_or(0.0),
         _ => 0.0,
     }
 }
@@ -92,7 +97,11 @@ pub(crate) fn normalize_date(s: &str) -> String {
         return super::ids::format_time(d.with_timezone(&Utc));
     }
     let bare = t.trim_end_matches('Z');
-    for fmt in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M"] {
+    for fmt in [
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M:%S",
+        "%Y-%m-%dT%H:%M",
+    ] {
         if let Ok(d) = NaiveDateTime::parse_from_str(bare, fmt) {
             return super::ids::format_time(d.and_utc());
         }
@@ -256,7 +265,11 @@ fn fmt_num(n: f64) -> String {
 fn domain_of(s: &str) -> String {
     let after_scheme = s.split("://").nth(1).unwrap_or(s);
     let after_at = after_scheme.rsplit('@').next().unwrap_or(after_scheme);
-    after_at.split(['/', '?', '#', ':']).next().unwrap_or("").to_lowercase()
+    after_at
+        .split(['/', '?', '#', ':'])
+        .next()
+        .unwrap_or("")
+        .to_lowercase()
 }
 
 fn check_domains(f: &Field, value: &str, code: &str) -> Option<Value> {
@@ -287,7 +300,11 @@ pub(crate) fn validate(f: &Field, v: &Value) -> Option<Value> {
             let min = f.opt_i64("min");
             let mut max = f.opt_i64("max");
             if max <= 0 {
-                max = if f.kind == FieldType::Password { PASSWORD_MAX_DEFAULT } else { TEXT_MAX_DEFAULT };
+                max = if f.kind == FieldType::Password {
+                    PASSWORD_MAX_DEFAULT
+                } else {
+                    TEXT_MAX_DEFAULT
+                };
             }
             if min > 0 && len < min {
                 return Some(verr_params(
@@ -330,7 +347,10 @@ pub(crate) fn validate(f: &Field, v: &Value) -> Option<Value> {
         FieldType::Number => {
             let n = v.as_f64().unwrap_or(0.0);
             if f.opt_bool("onlyInt") && n.fract() != 0.0 {
-                return Some(verr("validation_only_int_constraint", "Decimal numbers are not allowed."));
+                return Some(verr(
+                    "validation_only_int_constraint",
+                    "Decimal numbers are not allowed.",
+                ));
             }
             if n == 0.0 && !f.required {
                 return None;
@@ -361,7 +381,10 @@ pub(crate) fn validate(f: &Field, v: &Value) -> Option<Value> {
                 return None;
             }
             if !EMAIL_RE.is_match(s) {
-                return Some(verr("validation_is_email", "Must be a valid email address."));
+                return Some(verr(
+                    "validation_is_email",
+                    "Must be a valid email address.",
+                ));
             }
             check_domains(f, s, "validation_email_domain_not_allowed")
         }
@@ -464,7 +487,10 @@ pub(crate) fn validate(f: &Field, v: &Value) -> Option<Value> {
                 ));
             }
             if !(-90.0..=90.0).contains(&lat) {
-                return Some(verr("validation_invalid_latitude", "Latitude must be between -90 and 90 degrees."));
+                return Some(verr(
+                    "validation_invalid_latitude",
+                    "Latitude must be between -90 and 90 degrees.",
+                ));
             }
             None
         }
@@ -477,7 +503,11 @@ pub(crate) fn to_stored(f: &Field, v: &Value) -> Stored {
     match f.kind {
         FieldType::Number => {
             let n = v.as_f64().unwrap_or(0.0);
-            if n.fract() == 0.0 && n.abs() < 9.0e15 { Stored::Int(n as i64) } else { Stored::Real(n) }
+            if n.fract() == 0.0 && n.abs() < 9.0e15 {
+                Stored::Int(n as i64)
+            } else {
+                Stored::Real(n)
+            }
         }
         FieldType::Bool => Stored::Int(i64::from(v.as_bool().unwrap_or(false))),
         FieldType::Json => match v {
@@ -485,7 +515,9 @@ pub(crate) fn to_stored(f: &Field, v: &Value) -> Stored {
             other => Stored::Text(other.to_string()),
         },
         FieldType::GeoPoint => Stored::Text(v.to_string()),
-        _ if f.is_multi() => Stored::Text(Value::Array(to_list(v).into_iter().map(Value::String).collect()).to_string()),
+        _ if f.is_multi() => Stored::Text(
+            Value::Array(to_list(v).into_iter().map(Value::String).collect()).to_string(),
+        ),
         _ => Stored::Text(as_string(v)),
     }
 }
@@ -538,17 +570,6 @@ pub(crate) fn from_stored(f: &Field, s: Stored) -> Value {
     }
 }
 
-/// Validate every field of a would-be record; the map is PocketBase's `data` object.
-pub(crate) fn validate_all<'a>(fields: impl Iterator<Item = (&'a Field, &'a Value)>) -> Map<String, Value> {
-    let mut errors = Map::new();
-    for (f, v) in fields {
-        if let Some(e) = validate(f, v) {
-            errors.insert(f.name.clone(), e);
-        }
-    }
-    errors
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -572,9 +593,18 @@ mod tests {
         assert_eq!(coerce(&b, &json!("1")), json!(true));
         assert_eq!(coerce(&b, &json!("yes")), json!(false));
         let d = field(json!({"type":"date"}));
-        assert_eq!(coerce(&d, &json!("2024-05-06")), json!("2024-05-06 00:00:00.000Z"));
-        assert_eq!(coerce(&d, &json!("2024-05-06T07:08:09+02:00")), json!("2024-05-06 05:08:09.000Z"));
-        assert_eq!(coerce(&d, &json!("2024-05-06T07:08:09.123456Z")), json!("2024-05-06 07:08:09.123Z"));
+        assert_eq!(
+            coerce(&d, &json!("2024-05-06")),
+            json!("2024-05-06 00:00:00.000Z")
+        );
+        assert_eq!(
+            coerce(&d, &json!("2024-05-06T07:08:09+02:00")),
+            json!("2024-05-06 05:08:09.000Z")
+        );
+        assert_eq!(
+            coerce(&d, &json!("2024-05-06T07:08:09.123456Z")),
+            json!("2024-05-06 07:08:09.123Z")
+        );
         assert_eq!(coerce(&d, &json!("garbage")), json!(""));
         let s1 = field(json!({"type":"select","values":["a","b"]}));
         assert_eq!(coerce(&s1, &json!(["a", "b"])), json!("b"));
@@ -590,21 +620,42 @@ mod tests {
     #[test]
     fn validation_codes_and_params() {
         let t = field(json!({"type":"text","max":3,"required":true}));
-        assert_eq!(validate(&t, &json!("")).unwrap()["code"], "validation_required");
+        assert_eq!(
+            validate(&t, &json!("")).unwrap()["code"],
+            "validation_required"
+        );
         let e = validate(&t, &json!("abcd")).unwrap();
         assert_eq!(e["params"], json!({"max": 3}));
         let n = field(json!({"type":"number","min":0,"max":5,"onlyInt":true}));
-        assert_eq!(validate(&n, &json!(-1)).unwrap()["code"], "validation_min_number_constraint");
-        assert_eq!(validate(&n, &json!(6)).unwrap()["code"], "validation_max_number_constraint");
-        assert_eq!(validate(&n, &json!(2.5)).unwrap()["code"], "validation_only_int_constraint");
+        assert_eq!(
+            validate(&n, &json!(-1)).unwrap()["code"],
+            "validation_min_number_constraint"
+        );
+        assert_eq!(
+            validate(&n, &json!(6)).unwrap()["code"],
+            "validation_max_number_constraint"
+        );
+        assert_eq!(
+            validate(&n, &json!(2.5)).unwrap()["code"],
+            "validation_only_int_constraint"
+        );
         let em = field(json!({"type":"email"}));
-        assert_eq!(validate(&em, &json!("nope")).unwrap()["code"], "validation_is_email");
+        assert_eq!(
+            validate(&em, &json!("nope")).unwrap()["code"],
+            "validation_is_email"
+        );
         assert!(validate(&em, &json!("a@b.co")).is_none());
         let u = field(json!({"type":"url"}));
-        assert_eq!(validate(&u, &json!("nope")).unwrap()["code"], "validation_invalid_url");
+        assert_eq!(
+            validate(&u, &json!("nope")).unwrap()["code"],
+            "validation_invalid_url"
+        );
         assert!(validate(&u, &json!("https://example.com/a?b=c")).is_none());
         let g = field(json!({"type":"geoPoint"}));
-        assert_eq!(validate(&g, &json!({"lon":200,"lat":0})).unwrap()["code"], "validation_invalid_longitude");
+        assert_eq!(
+            validate(&g, &json!({"lon":200,"lat":0})).unwrap()["code"],
+            "validation_invalid_longitude"
+        );
     }
 
     #[test]
@@ -616,7 +667,10 @@ mod tests {
             (json!({"type":"json"}), json!({"k":[1,2,{"x":null}]})),
             (json!({"type":"json"}), Value::Null),
             (json!({"type":"geoPoint"}), json!({"lon":23.32,"lat":42.69})),
-            (json!({"type":"select","values":["a","c"],"maxSelect":2}), json!(["a","c"])),
+            (
+                json!({"type":"select","values":["a","c"],"maxSelect":2}),
+                json!(["a", "c"]),
+            ),
             (json!({"type":"text"}), json!("  spaced  ")),
         ] {
             let f = field(def);
@@ -627,12 +681,32 @@ mod tests {
     #[test]
     fn modifiers_append_prepend_and_remove() {
         let s = field(json!({"type":"select","values":["a","b","c"],"maxSelect":3}));
-        assert_eq!(apply_modifier(&s, &json!(["b"]), Modifier::Append, &json!("c")), json!(["b", "c"]));
-        assert_eq!(apply_modifier(&s, &json!(["b", "c"]), Modifier::Prepend, &json!("a")), json!(["a", "b", "c"]));
-        assert_eq!(apply_modifier(&s, &json!(["a", "b", "c"]), Modifier::Subtract, &json!(["a", "c"])), json!(["b"]));
+        assert_eq!(
+            apply_modifier(&s, &json!(["b"]), Modifier::Append, &json!("c")),
+            json!(["b", "c"])
+        );
+        assert_eq!(
+            apply_modifier(&s, &json!(["b", "c"]), Modifier::Prepend, &json!("a")),
+            json!(["a", "b", "c"])
+        );
+        assert_eq!(
+            apply_modifier(
+                &s,
+                &json!(["a", "b", "c"]),
+                Modifier::Subtract,
+                &json!(["a", "c"])
+            ),
+            json!(["b"])
+        );
         let n = field(json!({"type":"number"}));
-        assert_eq!(apply_modifier(&n, &json!(10), Modifier::Subtract, &json!(20)), json!(-10));
+        assert_eq!(
+            apply_modifier(&n, &json!(10), Modifier::Subtract, &json!(20)),
+            json!(-10)
+        );
         assert_eq!(split_modifier("+tags"), ("tags", Some(Modifier::Prepend)));
-        assert_eq!(split_modifier("views-"), ("views", Some(Modifier::Subtract)));
+        assert_eq!(
+            split_modifier("views-"),
+            ("views", Some(Modifier::Subtract))
+        );
     }
 }

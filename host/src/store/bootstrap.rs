@@ -60,8 +60,7 @@ const MIGRATIONS: &[&str] = &[
     "1778828400_normalize_indexes.go",
 ];
 
-const OWN_RECORD_RULE: &str =
-    "@request.auth.id != '' && recordRef = @request.auth.id && collectionRef = @request.auth.collectionId";
+const OWN_RECORD_RULE: &str = "@request.auth.id != '' && recordRef = @request.auth.id && collectionRef = @request.auth.collectionId";
 
 pub(crate) fn default_settings() -> Value {
     json!({
@@ -95,7 +94,11 @@ fn text_field(name: &str, required: bool, hidden: bool) -> Field {
 }
 
 fn system_base(name: &str, extra: Vec<Field>, indexes: &[&str], delete_own: bool) -> Collection {
-    let mut fields = vec![id_field(), text_field("collectionRef", true, false), text_field("recordRef", true, false)];
+    let mut fields = vec![
+        id_field(),
+        text_field("collectionRef", true, false),
+        text_field("recordRef", true, false),
+    ];
     fields.extend(extra);
     fields.extend(autodate_fields(true));
     let now = ids::now();
@@ -132,18 +135,25 @@ fn system_collections() -> Vec<Collection> {
         system_base(
             "_mfas",
             vec![text_field("method", true, false)],
-            &["CREATE INDEX `idx_mfas_collectionRef_recordRef` ON `_mfas` (collectionRef,recordRef)"],
+            &[
+                "CREATE INDEX `idx_mfas_collectionRef_recordRef` ON `_mfas` (collectionRef,recordRef)",
+            ],
             false,
         ),
         system_base(
             "_otps",
             vec![otp_password, text_field("sentTo", false, true)],
-            &["CREATE INDEX `idx_otps_collectionRef_recordRef` ON `_otps` (collectionRef, recordRef)"],
+            &[
+                "CREATE INDEX `idx_otps_collectionRef_recordRef` ON `_otps` (collectionRef, recordRef)",
+            ],
             false,
         ),
         system_base(
             "_externalAuths",
-            vec![text_field("provider", true, false), text_field("providerId", true, false)],
+            vec![
+                text_field("provider", true, false),
+                text_field("providerId", true, false),
+            ],
             &[
                 "CREATE UNIQUE INDEX `idx_externalAuths_record_provider` ON `_externalAuths` (collectionRef, recordRef, provider)",
                 "CREATE UNIQUE INDEX `idx_externalAuths_collection_provider` ON `_externalAuths` (collectionRef, provider, providerId)",
@@ -153,7 +163,9 @@ fn system_collections() -> Vec<Collection> {
         system_base(
             "_authOrigins",
             vec![text_field("fingerprint", true, false)],
-            &["CREATE UNIQUE INDEX `idx_authOrigins_unique_pairs` ON `_authOrigins` (collectionRef, recordRef, fingerprint)"],
+            &[
+                "CREATE UNIQUE INDEX `idx_authOrigins_unique_pairs` ON `_authOrigins` (collectionRef, recordRef, fingerprint)",
+            ],
             true,
         ),
     ];
@@ -168,7 +180,13 @@ fn system_collections() -> Vec<Collection> {
         system: true,
         fields: su_fields,
         indexes: auth_indexes(SUPERUSERS_ID, "_superusers").into(),
-        rules: Rules { list: None, view: None, create: None, update: None, delete: None },
+        rules: Rules {
+            list: None,
+            view: None,
+            create: None,
+            update: None,
+            delete: None,
+        },
         options: define::default_auth_options(true),
         created: now.clone(),
         updated: now.clone(),
@@ -176,7 +194,9 @@ fn system_collections() -> Vec<Collection> {
 
     let mut user_fields = vec![id_field()];
     user_fields.extend(auth_system_fields());
-    let Value::Object(name) = json!({"id": "text1579384326", "max": 255, "name": "name", "type": "text"}) else {
+    let Value::Object(name) =
+        json!({"id": "text1579384326", "max": 255, "name": "name", "type": "text"})
+    else {
         unreachable!("object literal")
     };
     let Value::Object(avatar) = json!({"id": "file376926767", "maxSelect": 1, "name": "avatar", "type": "file",
@@ -200,7 +220,13 @@ fn system_collections() -> Vec<Collection> {
         system: false,
         fields: user_fields,
         indexes: auth_indexes(USERS_ID, "users").into(),
-        rules: Rules { list: own.clone(), view: own.clone(), create: Some(String::new()), update: own.clone(), delete: own },
+        rules: Rules {
+            list: own.clone(),
+            view: own.clone(),
+            create: Some(String::new()),
+            update: own.clone(),
+            delete: own,
+        },
         options: user_options,
         created: now.clone(),
         updated: now,
@@ -226,9 +252,15 @@ pub(super) fn ensure_data(conn: &mut Connection) -> Result<()> {
     }
     let micros = chrono::Utc::now().timestamp_micros();
     for (i, m) in MIGRATIONS.iter().enumerate() {
-        tx.execute("INSERT INTO _migrations (file, applied) VALUES (?1, ?2)", params![m, micros + i as i64])?;
+        tx.execute(
+            "INSERT INTO _migrations (file, applied) VALUES (?1, ?2)",
+            params![m, micros + i as i64],
+        )?;
     }
-    tx.execute("INSERT INTO _params (id, value) VALUES ('settings', ?1)", params![default_settings().to_string()])?;
+    tx.execute(
+        "INSERT INTO _params (id, value) VALUES ('settings', ?1)",
+        params![default_settings().to_string()],
+    )?;
     tx.commit()?;
     Ok(())
 }

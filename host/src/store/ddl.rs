@@ -63,7 +63,10 @@ fn table_sql(name: &str, fields: &[Field]) -> String {
     // PocketBase emits columns in alphabetical order of field name.
     let mut cols: Vec<&Field> = fields.iter().collect();
     cols.sort_by(|a, b| a.name.cmp(&b.name));
-    let defs: Vec<String> = cols.iter().map(|f| format!("{} {}", q(&f.name), f.column_def())).collect();
+    let defs: Vec<String> = cols
+        .iter()
+        .map(|f| format!("{} {}", q(&f.name), f.column_def()))
+        .collect();
     format!("CREATE TABLE {} ({})", q(name), defs.join(", "))
 }
 
@@ -73,21 +76,31 @@ fn check_index_sql(sql: &str) -> Result<()> {
     let upper = sql.trim_start().to_ascii_uppercase();
     let ok = (upper.starts_with("CREATE INDEX") || upper.starts_with("CREATE UNIQUE INDEX"))
         && !sql.trim().trim_end_matches(';').contains(';');
-    if ok { Ok(()) } else { Err(StoreError::Invalid(format!("not a CREATE INDEX statement: {sql}"))) }
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::Invalid(format!(
+            "not a CREATE INDEX statement: {sql}"
+        )))
+    }
 }
 
 fn create_indexes(conn: &Connection, c: &Collection) -> Result<()> {
     for sql in &c.indexes {
         check_index_sql(sql)?;
-        conn.execute_batch(sql).map_err(|e| StoreError::Invalid(format!("index {sql}: {e}")))?;
+        conn.execute_batch(sql)
+            .map_err(|e| StoreError::Invalid(format!("index {sql}: {e}")))?;
     }
     Ok(())
 }
 
 fn index_names(conn: &Connection, table: &str) -> Result<Vec<String>> {
-    let mut stmt =
-        conn.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?1 AND sql IS NOT NULL")?;
-    let names = stmt.query_map([table], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut stmt = conn.prepare(
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?1 AND sql IS NOT NULL",
+    )?;
+    let names = stmt
+        .query_map([table], |r| r.get::<_, String>(0))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(names)
 }
 
@@ -95,8 +108,12 @@ fn index_names(conn: &Connection, table: &str) -> Result<Vec<String>> {
 /// caller's.
 pub(crate) fn create(conn: &Connection, c: &Collection) -> Result<()> {
     if c.is_view() {
-        conn.execute_batch(&format!("CREATE VIEW {} AS SELECT * FROM ({})", q(&c.name), c.view_query()))
-            .map_err(|e| StoreError::Invalid(format!("Invalid view query. Raw error: {e}")))?;
+        conn.execute_batch(&format!(
+            "CREATE VIEW {} AS SELECT * FROM ({})",
+            q(&c.name),
+            c.view_query()
+        ))
+        .map_err(|e| StoreError::Invalid(format!("Invalid view query. Raw error: {e}")))?;
         return Ok(());
     }
     conn.execute_batch(&table_sql(&c.name, &c.fields))?;
@@ -111,7 +128,11 @@ pub(crate) fn create_collection(conn: &Connection, c: &Collection) -> Result<()>
 /// Move a table to a new definition. The table is rebuilt (new table, copy, swap): that one path
 /// handles added, removed, renamed and retyped columns alike, and keeps the data of every field
 /// whose id survives.
-pub(crate) fn update_collection(conn: &Connection, old: &Collection, new: &Collection) -> Result<()> {
+pub(crate) fn update_collection(
+    conn: &Connection,
+    old: &Collection,
+    new: &Collection,
+) -> Result<()> {
     update_collection_row(conn, new)?;
     if new.is_view() {
         conn.execute_batch(&format!("DROP VIEW IF EXISTS {}", q(&old.name)))?;
@@ -120,7 +141,9 @@ pub(crate) fn update_collection(conn: &Connection, old: &Collection, new: &Colle
     let same_shape = old.name == new.name
         && old.fields.len() == new.fields.len()
         && old.fields.iter().all(|f| {
-            new.fields.iter().any(|g| g.id == f.id && g.name == f.name && g.column_def() == f.column_def())
+            new.fields
+                .iter()
+                .any(|g| g.id == f.id && g.name == f.name && g.column_def() == f.column_def())
         });
     for idx in index_names(conn, &old.name)? {
         conn.execute_batch(&format!("DROP INDEX IF EXISTS {}", q(&idx)))?;
@@ -131,7 +154,9 @@ pub(crate) fn update_collection(conn: &Connection, old: &Collection, new: &Colle
         let mut dst = Vec::new();
         let mut src = Vec::new();
         for f in &new.fields {
-            let Some(o) = old.fields.iter().find(|o| o.id == f.id) else { continue };
+            let Some(o) = old.fields.iter().find(|o| o.id == f.id) else {
+                continue;
+            };
             dst.push(q(&f.name));
             src.push(convert_expr(o, f));
         }
@@ -163,9 +188,13 @@ pub(crate) fn update_collection(conn: &Connection, old: &Collection, new: &Colle
 fn convert_expr(old: &Field, new: &Field) -> String {
     let col = q(&old.name);
     match (old.is_multi(), new.is_multi()) {
-        (false, true) => format!("CASE WHEN {col} = '' OR {col} IS NULL THEN '[]' ELSE json_array({col}) END"),
+        (false, true) => {
+            format!("CASE WHEN {col} = '' OR {col} IS NULL THEN '[]' ELSE json_array({col}) END")
+        }
         (true, false) => {
-            format!("COALESCE(CASE WHEN json_valid({col}) THEN json_extract({col}, '$[#-1]') END, '')")
+            format!(
+                "COALESCE(CASE WHEN json_valid({col}) THEN json_extract({col}, '$[#-1]') END, '')"
+            )
         }
         _ => col,
     }
@@ -184,16 +213,26 @@ pub(crate) fn referenced_by(schema: &Schema, c: &Collection) -> Option<String> {
         .collections
         .iter()
         .filter(|o| o.id != c.id)
-        .find(|o| o.fields.iter().any(|f| f.kind == FieldType::Relation && f.opt_str("collectionId") == c.id))
+        .find(|o| {
+            o.fields
+                .iter()
+                .any(|f| f.kind == FieldType::Relation && f.opt_str("collectionId") == c.id)
+        })
         .map(|o| o.name.clone())
 }
 
 /// Infer a view's fields from its query: a column read straight from a collection's table becomes
 /// a clone of that field, `id` a plain text field, anything computed a json field (numbers for
 /// counts and integer casts).
-pub(crate) fn infer_view_fields(conn: &Connection, schema: &Schema, query: &str) -> Result<Vec<Field>> {
+pub(crate) fn infer_view_fields(
+    conn: &Connection,
+    schema: &Schema,
+    query: &str,
+) -> Result<Vec<Field>> {
     let sql = format!("SELECT * FROM ({query}) LIMIT 0");
-    let stmt = conn.prepare(&sql).map_err(|e| StoreError::Invalid(format!("Invalid view query. Raw error: {e}")))?;
+    let stmt = conn
+        .prepare(&sql)
+        .map_err(|e| StoreError::Invalid(format!("Invalid view query. Raw error: {e}")))?;
     let lowered = query.to_ascii_lowercase();
     let mut fields = Vec::new();
     let mut has_id = false;
@@ -228,14 +267,18 @@ pub(crate) fn infer_view_fields(conn: &Connection, schema: &Schema, query: &str)
                     let before = &lowered[..p];
                     let start = before.rfind([',', '\n']).map(|i| i + 1).unwrap_or(0);
                     let expr = before[start..].trim();
-                    expr.contains("count(") || expr.contains("as int") || expr.contains("as integer")
+                    expr.contains("count(")
+                        || expr.contains("as int")
+                        || expr.contains("as integer")
                 });
                 let m = if expr_is_int {
                     json!({"id": ids::field_id("number", &name), "name": name, "type": "number", "onlyInt": true})
                 } else {
                     json!({"id": ids::field_id("json", &name), "name": name, "type": "json", "maxSize": 1})
                 };
-                let Value::Object(m) = m else { unreachable!("object literal") };
+                let Value::Object(m) = m else {
+                    unreachable!("object literal")
+                };
                 field_from_json(m).expect("valid")
             }
         };

@@ -10,7 +10,7 @@ pub(crate) mod superusers;
 use crate::schema::{Collection, Rules, Schema, define};
 use arc_swap::ArcSwap;
 use rusqlite::{Connection, OpenFlags};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex, mpsc};
 use tokio::sync::{Semaphore, oneshot};
 
@@ -32,9 +32,6 @@ pub(crate) enum StoreError {
     /// A required relation still points at the record being deleted.
     #[error("record is part of a required relation")]
     RequiredRelation,
-    /// The collection is referenced by another collection's relation field.
-    #[error("collection is referenced by {0}")]
-    Referenced(String),
     #[error("invalid: {0}")]
     Invalid(String),
 }
@@ -83,7 +80,6 @@ pub(crate) struct StoreConfig {
 type Job = Box<dyn FnOnce(&mut Connection) + Send>;
 
 pub(crate) struct Store {
-    dir: PathBuf,
     writer: Mutex<Option<mpsc::Sender<Job>>>,
     writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     readers: Arc<Mutex<Vec<Connection>>>,
@@ -114,7 +110,9 @@ fn open_writer(path: &Path, cfg: &StoreConfig) -> Result<Connection> {
 }
 
 fn open_reader(path: &Path, cfg: &StoreConfig) -> Result<Connection> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI;
     let conn = Connection::open_with_flags(path, flags)?;
     configure(&conn, cfg, false)?;
     Ok(conn)
@@ -150,8 +148,10 @@ pub(crate) fn load_collections(conn: &Connection) -> Result<Vec<Collection>> {
     for row in rows {
         let (id, system, kind, name, fields, indexes, rules, options, created, updated) = row?;
         out.push(
-            define::from_row(id, system, &kind, name, &fields, &indexes, rules, &options, created, updated)
-                .map_err(StoreError::Schema)?,
+            define::from_row(
+                id, system, &kind, name, &fields, &indexes, rules, &options, created, updated,
+            )
+            .map_err(StoreError::Schema)?,
         );
     }
     Ok(out)
@@ -189,26 +189,23 @@ impl Store {
         let (tx, rx) = mpsc::channel::<Job>();
         // One thread owns the only write connection: every write and transaction runs here in
         // order, so writers never contend for SQLite's lock and readers never wait on them.
-        let handle = std::thread::Builder::new().name("ferrobase-writer".into()).spawn(move || {
-            while let Ok(job) = rx.recv() {
-                job(&mut writer);
-            }
-            // Last act before the process lets go of the file: fold the WAL back in.
-            let _ = writer.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
-        })?;
+        let handle = std::thread::Builder::new()
+            .name("ferrobase-writer".into())
+            .spawn(move || {
+                while let Ok(job) = rx.recv() {
+                    job(&mut writer);
+                }
+                // Last act before the process lets go of the file: fold the WAL back in.
+                let _ = writer.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+            })?;
 
         Ok(Self {
-            dir: dir.to_path_buf(),
             writer: Mutex::new(Some(tx)),
             writer_thread: Mutex::new(Some(handle)),
             readers: Arc::new(Mutex::new(readers)),
             reader_permits: Arc::new(Semaphore::new(n)),
             schema: ArcSwap::from_pointee(schema),
         })
-    }
-
-    pub(crate) fn dir(&self) -> &Path {
-        &self.dir
     }
 
     /// The current schema snapshot. Load once per request.
@@ -218,7 +215,11 @@ impl Store {
 
     fn send(&self, job: Job) -> Result<()> {
         let guard = self.writer.lock().map_err(|_| StoreError::WriterGone)?;
-        guard.as_ref().ok_or(StoreError::WriterGone)?.send(job).map_err(|_| StoreError::WriterGone)
+        guard
+            .as_ref()
+            .ok_or(StoreError::WriterGone)?
+            .send(job)
+            .map_err(|_| StoreError::WriterGone)
     }
 
     /// Run `f` on the writer thread (inside whatever transaction `f` opens) and wait for it.
@@ -272,10 +273,17 @@ impl Store {
         F: FnOnce(&Connection) -> Result<R> + Send + 'static,
         R: Send + 'static,
     {
-        let permit = Arc::clone(&self.reader_permits).acquire_owned().await.map_err(|_| StoreError::WriterGone)?;
+        let permit = Arc::clone(&self.reader_permits)
+            .acquire_owned()
+            .await
+            .map_err(|_| StoreError::WriterGone)?;
         let readers = Arc::clone(&self.readers);
         tokio::task::spawn_blocking(move || {
-            let conn = readers.lock().map_err(|_| StoreError::WriterGone)?.pop().ok_or(StoreError::WriterGone)?;
+            let conn = readers
+                .lock()
+                .map_err(|_| StoreError::WriterGone)?
+                .pop()
+                .ok_or(StoreError::WriterGone)?;
             let out = f(&conn);
             if let Ok(mut pool) = readers.lock() {
                 pool.push(conn);
@@ -311,7 +319,12 @@ mod tests {
     use super::*;
 
     fn cfg() -> StoreConfig {
-        StoreConfig { cache_size_kib: 16000, journal_size_limit: 200_000_000, busy_timeout_ms: 10_000, n_readers: 2 }
+        StoreConfig {
+            cache_size_kib: 16000,
+            journal_size_limit: 200_000_000,
+            busy_timeout_ms: 10_000,
+            n_readers: 2,
+        }
     }
 
     #[test]
@@ -332,9 +345,20 @@ mod tests {
         let pool = store.readers.lock().unwrap();
         assert_eq!(pool.len(), 2);
         for r in pool.iter() {
-            assert_eq!(r.query_row("PRAGMA foreign_keys", [], |r| r.get::<_, i64>(0)).unwrap(), 1);
-            assert_eq!(r.query_row("PRAGMA temp_store", [], |r| r.get::<_, i64>(0)).unwrap(), 2);
-            assert!(r.execute("CREATE TABLE nope (a)", []).is_err(), "readers must be read-only");
+            assert_eq!(
+                r.query_row("PRAGMA foreign_keys", [], |r| r.get::<_, i64>(0))
+                    .unwrap(),
+                1
+            );
+            assert_eq!(
+                r.query_row("PRAGMA temp_store", [], |r| r.get::<_, i64>(0))
+                    .unwrap(),
+                2
+            );
+            assert!(
+                r.execute("CREATE TABLE nope (a)", []).is_err(),
+                "readers must be read-only"
+            );
         }
     }
 
@@ -369,14 +393,24 @@ mod tests {
             .await
         });
         let n = store
-            .read(|c| Ok(c.query_row("SELECT count(*) FROM _collections", [], |r| r.get::<_, i64>(0))?))
+            .read(|c| {
+                Ok(c.query_row("SELECT count(*) FROM _collections", [], |r| {
+                    r.get::<_, i64>(0)
+                })?)
+            })
             .await
             .unwrap();
         assert_eq!(n, 6);
         hold_tx.send(()).unwrap();
         w.await.unwrap().unwrap();
         let n = store
-            .read(|c| Ok(c.query_row("SELECT count(*) FROM _params WHERE id='held'", [], |r| r.get::<_, i64>(0))?))
+            .read(|c| {
+                Ok(
+                    c.query_row("SELECT count(*) FROM _params WHERE id='held'", [], |r| {
+                        r.get::<_, i64>(0)
+                    })?,
+                )
+            })
             .await
             .unwrap();
         assert_eq!(n, 1);

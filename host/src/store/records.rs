@@ -28,22 +28,45 @@ fn stored_of(v: ValueRef<'_>) -> Stored {
         ValueRef::Null => Stored::Null,
         ValueRef::Integer(i) => Stored::Int(i),
         ValueRef::Real(r) => Stored::Real(r),
-        ValueRef::Text(t) | ValueRef::Blob(t) => Stored::Text(String::from_utf8_lossy(t).into_owned()),
+        ValueRef::Text(t) | ValueRef::Blob(t) => {
+            Stored::Text(String::from_utf8_lossy(t).into_owned())
+        }
     }
 }
 
 fn columns(c: &Collection) -> String {
     let t = q(&c.name);
-    c.fields.iter().map(|f| format!("{t}.{}", q(&f.name))).collect::<Vec<_>>().join(", ")
+    c.fields
+        .iter()
+        .map(|f| format!("{t}.{}", q(&f.name)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn read_row(c: &Collection, r: &rusqlite::Row<'_>) -> rusqlite::Result<StoreRecord> {
-    (0..c.fields.len()).map(|i| Ok(stored_of(r.get_ref(i)?))).collect()
+    (0..c.fields.len())
+        .map(|i| Ok(stored_of(r.get_ref(i)?)))
+        .collect()
 }
 
-pub(crate) fn list(conn: &Connection, c: &Collection, sel: &Select, limit: i64, offset: i64) -> Result<Vec<StoreRecord>> {
-    let distinct = if sel.joins.is_empty() { "" } else { "DISTINCT " };
-    let mut sql = format!("SELECT {distinct}{} FROM {}{}", columns(c), q(&c.name), sel.joins);
+pub(crate) fn list(
+    conn: &Connection,
+    c: &Collection,
+    sel: &Select,
+    limit: i64,
+    offset: i64,
+) -> Result<Vec<StoreRecord>> {
+    let distinct = if sel.joins.is_empty() {
+        ""
+    } else {
+        "DISTINCT "
+    };
+    let mut sql = format!(
+        "SELECT {distinct}{} FROM {}{}",
+        columns(c),
+        q(&c.name),
+        sel.joins
+    );
     if !sel.where_sql.is_empty() {
         sql.push_str(" WHERE ");
         sql.push_str(&sel.where_sql);
@@ -62,8 +85,16 @@ pub(crate) fn list(conn: &Connection, c: &Collection, sel: &Select, limit: i64, 
 }
 
 pub(crate) fn count(conn: &Connection, c: &Collection, sel: &Select) -> Result<i64> {
-    let key = if c.is_view() { format!("{}.`id`", q(&c.name)) } else { format!("{}.`_rowid_`", q(&c.name)) };
-    let what = if sel.joins.is_empty() { "count(*)".to_owned() } else { format!("count(DISTINCT {key})") };
+    let key = if c.is_view() {
+        format!("{}.`id`", q(&c.name))
+    } else {
+        format!("{}.`_rowid_`", q(&c.name))
+    };
+    let what = if sel.joins.is_empty() {
+        "count(*)".to_owned()
+    } else {
+        format!("count(DISTINCT {key})")
+    };
     let mut sql = format!("SELECT {what} FROM {}{}", q(&c.name), sel.joins);
     if !sel.where_sql.is_empty() {
         sql.push_str(" WHERE ");
@@ -75,17 +106,30 @@ pub(crate) fn count(conn: &Connection, c: &Collection, sel: &Select) -> Result<i
 }
 
 /// One record by id, optionally only if `extra` (a compiled rule) holds for it.
-pub(crate) fn get(conn: &Connection, c: &Collection, id: &str, extra: Option<&Select>) -> Result<Option<StoreRecord>> {
+pub(crate) fn get(
+    conn: &Connection,
+    c: &Collection,
+    id: &str,
+    extra: Option<&Select>,
+) -> Result<Option<StoreRecord>> {
     let mut sel = extra.cloned().unwrap_or_default();
     let cond = format!("{}.`id` = ?", q(&c.name));
-    sel.where_sql = if sel.where_sql.is_empty() { cond } else { format!("({}) AND {cond}", sel.where_sql) };
+    sel.where_sql = if sel.where_sql.is_empty() {
+        cond
+    } else {
+        format!("({}) AND {cond}", sel.where_sql)
+    };
     sel.params.push(Stored::Text(id.to_owned()));
     sel.order_sql.clear();
     Ok(list(conn, c, &sel, 1, 0)?.into_iter().next())
 }
 
 /// The subset of `ids` that exist in `c`.
-pub(crate) fn existing_ids(conn: &Connection, c: &Collection, ids: &[String]) -> Result<HashSet<String>> {
+pub(crate) fn existing_ids(
+    conn: &Connection,
+    c: &Collection,
+    ids: &[String],
+) -> Result<HashSet<String>> {
     let mut out = HashSet::new();
     let mut stmt = conn.prepare_cached(&format!("SELECT 1 FROM {} WHERE `id` = ?1", q(&c.name)))?;
     for id in ids {
@@ -99,33 +143,64 @@ pub(crate) fn existing_ids(conn: &Connection, c: &Collection, ids: &[String]) ->
 pub(crate) fn insert(conn: &Connection, c: &Collection, row: &[(usize, Stored)]) -> Result<()> {
     let cols: Vec<String> = row.iter().map(|(i, _)| q(&c.fields[*i].name)).collect();
     let marks: Vec<&str> = row.iter().map(|_| "?").collect();
-    let sql = format!("INSERT INTO {} ({}) VALUES ({})", q(&c.name), cols.join(", "), marks.join(", "));
+    let sql = format!(
+        "INSERT INTO {} ({}) VALUES ({})",
+        q(&c.name),
+        cols.join(", "),
+        marks.join(", ")
+    );
     let params: Vec<&dyn ToSql> = row.iter().map(|(_, v)| v as &dyn ToSql).collect();
-    conn.prepare_cached(&sql)?.execute(params.as_slice()).map_err(StoreError::classify)?;
+    conn.prepare_cached(&sql)?
+        .execute(params.as_slice())
+        .map_err(StoreError::classify)?;
     Ok(())
 }
 
-pub(crate) fn update(conn: &Connection, c: &Collection, id: &str, row: &[(usize, Stored)]) -> Result<()> {
+pub(crate) fn update(
+    conn: &Connection,
+    c: &Collection,
+    id: &str,
+    row: &[(usize, Stored)],
+) -> Result<()> {
     if row.is_empty() {
         return Ok(());
     }
-    let sets: Vec<String> = row.iter().map(|(i, _)| format!("{} = ?", q(&c.fields[*i].name))).collect();
-    let sql = format!("UPDATE {} SET {} WHERE `id` = ?", q(&c.name), sets.join(", "));
+    let sets: Vec<String> = row
+        .iter()
+        .map(|(i, _)| format!("{} = ?", q(&c.fields[*i].name)))
+        .collect();
+    let sql = format!(
+        "UPDATE {} SET {} WHERE `id` = ?",
+        q(&c.name),
+        sets.join(", ")
+    );
     let mut params: Vec<&dyn ToSql> = row.iter().map(|(_, v)| v as &dyn ToSql).collect();
     params.push(&id);
-    conn.prepare_cached(&sql)?.execute(params.as_slice()).map_err(StoreError::classify)?;
+    conn.prepare_cached(&sql)?
+        .execute(params.as_slice())
+        .map_err(StoreError::classify)?;
     Ok(())
 }
 
 /// Delete a record and keep relations consistent the way PocketBase does: cascading relations
 /// delete their records (recursively), required non-cascading ones refuse the delete, others
 /// drop the id. Runs inside the caller's transaction.
-pub(crate) fn delete(conn: &Connection, schema: &Schema, c: &Collection, id: &str, depth: usize) -> Result<()> {
+pub(crate) fn delete(
+    conn: &Connection,
+    schema: &Schema,
+    c: &Collection,
+    id: &str,
+    depth: usize,
+) -> Result<()> {
     if depth > 32 {
         return Err(StoreError::Invalid("relation cascade is too deep".into()));
     }
     for other in schema.collections.iter().filter(|o| !o.is_view()) {
-        for f in other.fields.iter().filter(|f| f.kind == FieldType::Relation && f.opt_str("collectionId") == c.id) {
+        for f in other
+            .fields
+            .iter()
+            .filter(|f| f.kind == FieldType::Relation && f.opt_str("collectionId") == c.id)
+        {
             let col = q(&f.name);
             let table = q(&other.name);
             let refs: Vec<String> = if f.is_multi() {
@@ -133,10 +208,13 @@ pub(crate) fn delete(conn: &Connection, schema: &Schema, c: &Collection, id: &st
                     "SELECT `id` FROM {table} WHERE EXISTS (SELECT 1 FROM json_each(CASE WHEN json_valid({col}) THEN {col} ELSE '[]' END) WHERE value = ?1)"
                 );
                 let mut stmt = conn.prepare_cached(&sql)?;
-                stmt.query_map([id], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?
+                stmt.query_map([id], |r| r.get(0))?
+                    .collect::<rusqlite::Result<_>>()?
             } else {
-                let mut stmt = conn.prepare_cached(&format!("SELECT `id` FROM {table} WHERE {col} = ?1"))?;
-                stmt.query_map([id], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?
+                let mut stmt =
+                    conn.prepare_cached(&format!("SELECT `id` FROM {table} WHERE {col} = ?1"))?;
+                stmt.query_map([id], |r| r.get(0))?
+                    .collect::<rusqlite::Result<_>>()?
             };
             for rid in refs {
                 if other.id == c.id && rid == id {
@@ -152,19 +230,22 @@ pub(crate) fn delete(conn: &Connection, schema: &Schema, c: &Collection, id: &st
                     );
                     conn.prepare_cached(&sql)?.execute([id, &rid])?;
                 } else {
-                    conn.prepare_cached(&format!("UPDATE {table} SET {col} = '' WHERE `id` = ?1"))?.execute([&rid])?;
+                    conn.prepare_cached(&format!("UPDATE {table} SET {col} = '' WHERE `id` = ?1"))?
+                        .execute([&rid])?;
                 }
             }
         }
     }
-    conn.prepare_cached(&format!("DELETE FROM {} WHERE `id` = ?1", q(&c.name)))?.execute([id])?;
+    conn.prepare_cached(&format!("DELETE FROM {} WHERE `id` = ?1", q(&c.name)))?
+        .execute([id])?;
     Ok(())
 }
 
 pub(crate) fn truncate(conn: &Connection, schema: &Schema, c: &Collection) -> Result<()> {
     let ids: Vec<String> = {
         let mut stmt = conn.prepare(&format!("SELECT `id` FROM {}", q(&c.name)))?;
-        stmt.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?
+        stmt.query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?
     };
     for id in ids {
         delete(conn, schema, c, &id, 0)?;
@@ -180,16 +261,32 @@ pub(crate) fn collection_ids(conn: &Connection, sel: &Select) -> Result<Vec<Stri
         sql.push_str(&sel.where_sql);
     }
     sql.push_str(" ORDER BY ");
-    sql.push_str(if sel.order_sql.is_empty() { "`_collections`.`rowid`" } else { &sel.order_sql });
+    sql.push_str(if sel.order_sql.is_empty() {
+        "`_collections`.`rowid`"
+    } else {
+        &sel.order_sql
+    });
     let params: Vec<&dyn ToSql> = sel.params.iter().map(|p| p as &dyn ToSql).collect();
     let mut stmt = conn.prepare(&sql)?;
-    let ids = stmt.query_map(params.as_slice(), |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>()?;
+    let ids = stmt
+        .query_map(params.as_slice(), |r| r.get(0))?
+        .collect::<rusqlite::Result<Vec<String>>>()?;
     Ok(ids)
 }
 
 /// The first record whose `field` equals `value` (identity lookups).
-pub(crate) fn find_by(conn: &Connection, c: &Collection, field: &str, value: &str) -> Result<Option<StoreRecord>> {
-    let sql = format!("SELECT {} FROM {} WHERE {} = ?1 LIMIT 1", columns(c), q(&c.name), q(field));
+pub(crate) fn find_by(
+    conn: &Connection,
+    c: &Collection,
+    field: &str,
+    value: &str,
+) -> Result<Option<StoreRecord>> {
+    let sql = format!(
+        "SELECT {} FROM {} WHERE {} = ?1 LIMIT 1",
+        columns(c),
+        q(&c.name),
+        q(field)
+    );
     let mut stmt = conn.prepare_cached(&sql)?;
     let mut rows = stmt.query_map([value], |r| read_row(c, r))?;
     Ok(rows.next().transpose()?)

@@ -15,18 +15,34 @@ pub(crate) enum Mode {
     Delete,
 }
 
-pub(crate) fn apply(store: &Store, email: &str, pass: Option<&str>, mode: Mode) -> Result<String, String> {
+pub(crate) fn apply(
+    store: &Store,
+    email: &str,
+    pass: Option<&str>,
+    mode: Mode,
+) -> Result<String, String> {
     let schema = store.schema();
-    let su = schema.by_id(SUPERUSERS_ID).ok_or("the _superusers collection is missing")?.clone();
+    let su = schema
+        .by_id(SUPERUSERS_ID)
+        .ok_or("the _superusers collection is missing")?
+        .clone();
     let email_field = su.field("email").ok_or("_superusers has no email field")?;
     if let Some(e) = validate(email_field, &json!(email)) {
-        return Err(format!("invalid email: {}", e["message"].as_str().unwrap_or("")));
+        return Err(format!(
+            "invalid email: {}",
+            e["message"].as_str().unwrap_or("")
+        ));
     }
     let hash = match pass {
         Some(p) => {
-            let pf = su.field("password").ok_or("_superusers has no password field")?;
+            let pf = su
+                .field("password")
+                .ok_or("_superusers has no password field")?;
             if let Some(e) = validate(pf, &json!(p)) {
-                return Err(format!("invalid password: {}", e["message"].as_str().unwrap_or("")));
+                return Err(format!(
+                    "invalid password: {}",
+                    e["message"].as_str().unwrap_or("")
+                ));
             }
             Some(password::hash(p, 0).map_err(|e| e.to_string())?)
         }

@@ -1,0 +1,305 @@
+//! A real `ferrobase` process per test: temp data dir, superuser, free port, HTTP helpers.
+
+use serde_json::{Value, json};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+use ureq::Agent;
+
+pub const SU_EMAIL: &str = "root@example.com";
+pub const SU_PASS: &str = "rootpass12345";
+const BIN: &str = env!("CARGO_BIN_EXE_ferrobase");
+
+/// A response: status, content type and the body parsed as JSON (`Null` when empty).
+pub struct Resp {
+    pub status: u16,
+    pub content_type: String,
+    pub headers: Vec<(String, String)>,
+    pub json: Value,
+}
+
+impl Resp {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+pub struct Server {
+    dir: Option<TempDir>,
+    child: Option<Child>,
+    pub addr: String,
+    agent: Agent,
+}
+
+fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    l.local_addr().expect("local addr").port()
+}
+
+fn ferrobase(dir: &Path) -> Command {
+    let mut c = Command::new(BIN);
+    c.current_dir(dir)
+        .env_remove("FERROBASE_HTTP")
+        .env_remove("FERROBASE_DIR")
+        .env_remove("FERROBASE_CONFIG")
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    c
+}
+
+impl Server {
+    pub fn start() -> Server {
+        Server::start_in(tempfile::tempdir().expect("temp dir"))
+    }
+
+    /// Upsert the superuser, then serve `dir` on a free port and wait for /api/health.
+    pub fn start_in(dir: TempDir) -> Server {
+        let st = ferrobase(dir.path())
+            .args(["superuser", "upsert", SU_EMAIL, SU_PASS, "--dir"])
+            .arg(dir.path())
+            .status()
+            .expect("run superuser upsert");
+        assert!(st.success(), "superuser upsert failed: {st}");
+        let addr = format!("127.0.0.1:{}", free_port());
+        let child = ferrobase(dir.path())
+            .args(["serve", "--http", &addr, "--dir"])
+            .arg(dir.path())
+            .spawn()
+            .expect("spawn ferrobase serve");
+        let agent: Agent = Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(30)))
+            .build()
+            .into();
+        let mut s = Server {
+            dir: Some(dir),
+            child: Some(child),
+            addr,
+            agent,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(mut r) = s.agent.get(format!("http://{}/api/health", s.addr)).call()
+                && r.status() == 200
+            {
+                let _ = r.body_mut().read_to_string();
+                break;
+            }
+            if let Some(st) = s.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                panic!("ferrobase exited before becoming healthy: {st}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "ferrobase not healthy within 20 s"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        s
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.as_ref().expect("dir").path()
+    }
+
+    /// SIGTERM, then wait up to `grace` for the exit; kill when it does not come.
+    pub fn stop(&mut self, grace: Duration) -> Option<ExitStatus> {
+        let mut child = self.child.take()?;
+        if let Ok(Some(st)) = child.try_wait() {
+            return Some(st);
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if let Ok(Some(st)) = child.try_wait() {
+                return Some(st);
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        None
+    }
+
+    /// Stop the server and hand back its data dir (for a restart on the same data).
+    pub fn into_dir(mut self) -> TempDir {
+        self.stop(Duration::from_secs(5));
+        self.dir.take().expect("dir")
+    }
+
+    /// One request. `body` is sent as JSON; use `raw` for other bodies.
+    pub fn req(&self, method: &str, path: &str, token: Option<&str>, body: Option<&Value>) -> Resp {
+        let bytes = body.map(|b| serde_json::to_vec(b).expect("json"));
+        self.raw(
+            method,
+            path,
+            token,
+            bytes.as_deref().map(|b| ("application/json", b)),
+        )
+    }
+
+    pub fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<(&str, &[u8])>,
+    ) -> Resp {
+        let url = format!("http://{}{}", self.addr, path);
+        let a = &self.agent;
+        macro_rules! with_auth {
+            ($rb:expr) => {{
+                let rb = $rb;
+                match token {
+                    Some(t) => rb.header("Authorization", t),
+                    None => rb,
+                }
+            }};
+        }
+        let (ct, data) = body.unwrap_or(("application/json", b""));
+        let res = match method {
+            "GET" => with_auth!(a.get(&url)).call(),
+            "HEAD" => with_auth!(a.head(&url)).call(),
+            "DELETE" => with_auth!(a.delete(&url)).call(),
+            "OPTIONS" => with_auth!(a.options(&url))
+                .header("Origin", "http://example.com")
+                .header("Access-Control-Request-Method", "POST")
+                .header(
+                    "Access-Control-Request-Headers",
+                    "content-type,authorization",
+                )
+                .call(),
+            "POST" => with_auth!(a.post(&url))
+                .header("Content-Type", ct)
+                .send(data),
+            "PATCH" => with_auth!(a.patch(&url))
+                .header("Content-Type", ct)
+                .send(data),
+            "PUT" => with_auth!(a.put(&url))
+                .header("Content-Type", ct)
+                .send(data),
+            m => panic!("unsupported method {m}"),
+        };
+        let mut res = res.unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        let headers: Vec<(String, String)> = res
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+            .collect();
+        let status = res.status().as_u16();
+        let text = res.body_mut().read_to_string().unwrap_or_default();
+        let json = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text)
+                .unwrap_or_else(|_| panic!("{method} {path}: not JSON: {text}"))
+        };
+        let content_type = headers
+            .iter()
+            .find(|(k, _)| k == "content-type")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
+        Resp {
+            status,
+            content_type,
+            headers,
+            json,
+        }
+    }
+
+    pub fn login(&self, collection: &str, identity: &str, password: &str) -> Resp {
+        let path = format!("/api/collections/{collection}/auth-with-password");
+        self.req(
+            "POST",
+            &path,
+            None,
+            Some(&json!({"identity": identity, "password": password})),
+        )
+    }
+
+    pub fn su_token(&self) -> String {
+        let r = self.login("_superusers", SU_EMAIL, SU_PASS);
+        assert_eq!(r.status, 200, "superuser login: {}", r.json);
+        r.json["token"].as_str().expect("token").to_owned()
+    }
+
+    /// Create a collection as superuser and return its JSON.
+    pub fn create_collection(&self, su: &str, def: Value) -> Value {
+        let r = self.req("POST", "/api/collections", Some(su), Some(&def));
+        assert_eq!(r.status, 200, "create collection: {}", r.json);
+        r.json
+    }
+
+    /// Send only the request head with a `Content-Length` and read the response off the socket.
+    pub fn head_only_post(&self, path: &str, content_length: usize) -> (u16, Value) {
+        let mut s = TcpStream::connect(&self.addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        write!(
+            s,
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {content_length}\r\n\r\n",
+            self.addr
+        )
+        .expect("write head");
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let n = s.read(&mut chunk).expect("read response");
+            buf.extend_from_slice(&chunk[..n]);
+            let text = String::from_utf8_lossy(&buf).into_owned();
+            if let Some(end) = text.find("\r\n\r\n") {
+                let head = text[..end].to_ascii_lowercase();
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .map_or(0, |v| v.trim().parse().unwrap_or(0));
+                if buf.len() >= end + 4 + len || n == 0 {
+                    let status = head
+                        .split(' ')
+                        .nth(1)
+                        .and_then(|c| c.parse().ok())
+                        .unwrap_or(0);
+                    let body = &buf[end + 4..(end + 4 + len).min(buf.len())];
+                    return (status, serde_json::from_slice(body).unwrap_or(Value::Null));
+                }
+            }
+            assert!(
+                n > 0,
+                "connection closed before a full response: {}",
+                String::from_utf8_lossy(&buf)
+            );
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop(Duration::from_secs(5));
+    }
+}
+
+/// PocketBase's error envelope.
+pub fn err(status: u16, message: &str) -> Value {
+    json!({"data": {}, "message": message, "status": status})
+}
+
+pub fn enc(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
