@@ -455,6 +455,12 @@ pub(crate) async fn create(
                 "password".into(),
                 verr("validation_required", "Cannot be blank."),
             );
+        }
+        if confirm.is_empty() {
+            form.insert(
+                "passwordConfirm".into(),
+                verr("validation_required", "Cannot be blank."),
+            );
         } else if confirm != pw {
             form.insert(
                 "passwordConfirm".into(),
