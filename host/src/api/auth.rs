@@ -306,7 +306,7 @@ pub(crate) async fn refresh(
             StatusCode::FORBIDDEN,
             format!(
                 "The request requires auth record from {} collection.",
-                c.name
+                who.collection.name
             ),
         ));
     }

@@ -534,7 +534,7 @@ pub(crate) async fn update(
     RawQuery(raw): RawQuery,
     body: Body,
 ) -> ApiResult<Response> {
-    let c = collection_or_404(&state, &key, MSG_MISSING_COLLECTION)?;
+    let c = collection_or_404(&state, &key, "Missing or invalid collection context.")?;
     if c.is_view() {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,

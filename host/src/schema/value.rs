@@ -306,17 +306,25 @@ pub(crate) fn validate(f: &Field, v: &Value) -> Option<Value> {
                     TEXT_MAX_DEFAULT
                 };
             }
+            // PocketBase's password errors carry no params; text errors do.
+            let with = |code: &str, msg: String, params: Value| {
+                if f.kind == FieldType::Password {
+                    verr(code, &msg)
+                } else {
+                    verr_params(code, &msg, params)
+                }
+            };
             if min > 0 && len < min {
-                return Some(verr_params(
+                return Some(with(
                     "validation_min_text_constraint",
-                    &format!("Must be at least {min} character(s)."),
+                    format!("Must be at least {min} character(s)."),
                     json!({"min": min}),
                 ));
             }
             if len > max {
-                return Some(verr_params(
+                return Some(with(
                     "validation_max_text_constraint",
-                    &format!("Must be no more than {max} character(s)."),
+                    format!("Must be no more than {max} character(s)."),
                     json!({"max": max}),
                 ));
             }

@@ -11,7 +11,13 @@ use ureq::Agent;
 
 pub const SU_EMAIL: &str = "root@example.com";
 pub const SU_PASS: &str = "rootpass12345";
-const BIN: &str = env!("CARGO_BIN_EXE_ferrobase");
+
+/// The server under test; `FERROBASE_HTTP_TEST_BIN` swaps in another binary with the same verbs
+/// (e.g. the reference PocketBase, to check these expectations against it).
+fn bin() -> String {
+    std::env::var("FERROBASE_HTTP_TEST_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_ferrobase").to_owned())
+}
 
 /// A response: status, content type and the body parsed as JSON (`Null` when empty).
 pub struct Resp {
@@ -43,7 +49,7 @@ fn free_port() -> u16 {
 }
 
 fn ferrobase(dir: &Path) -> Command {
-    let mut c = Command::new(BIN);
+    let mut c = Command::new(bin());
     c.current_dir(dir)
         .env_remove("FERROBASE_HTTP")
         .env_remove("FERROBASE_DIR")
@@ -60,18 +66,20 @@ impl Server {
         Server::start_in(tempfile::tempdir().expect("temp dir"))
     }
 
-    /// Upsert the superuser, then serve `dir` on a free port and wait for /api/health.
+    /// Upsert the superuser, then serve `<dir>/pb_data` on a free port and wait for /api/health.
+    /// (A data dir one level down keeps PocketBase's sibling `pb_migrations` inside `dir` too.)
     pub fn start_in(dir: TempDir) -> Server {
+        let data = dir.path().join("pb_data");
         let st = ferrobase(dir.path())
             .args(["superuser", "upsert", SU_EMAIL, SU_PASS, "--dir"])
-            .arg(dir.path())
+            .arg(&data)
             .status()
             .expect("run superuser upsert");
         assert!(st.success(), "superuser upsert failed: {st}");
         let addr = format!("127.0.0.1:{}", free_port());
         let child = ferrobase(dir.path())
             .args(["serve", "--http", &addr, "--dir"])
-            .arg(dir.path())
+            .arg(&data)
             .spawn()
             .expect("spawn ferrobase serve");
         let agent: Agent = Agent::config_builder()
@@ -105,8 +113,9 @@ impl Server {
         s
     }
 
-    pub fn dir(&self) -> &Path {
-        self.dir.as_ref().expect("dir").path()
+    /// The data directory (`data.db` lives here).
+    pub fn data_dir(&self) -> std::path::PathBuf {
+        self.dir.as_ref().expect("dir").path().join("pb_data")
     }
 
     /// SIGTERM, then wait up to `grace` for the exit; kill when it does not come.

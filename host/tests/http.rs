@@ -1,0 +1,930 @@
+//! End-to-end HTTP tests against a real `ferrobase serve` process. Expected values are
+//! PocketBase 0.40.6's (see /work/shared/docs/pocketbase-api.md).
+
+mod common;
+
+use common::{SU_EMAIL, SU_PASS, Server, enc, err};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+const BAD_REQUEST: &str = "Something went wrong while processing your request.";
+const NOT_FOUND: &str = "The requested resource wasn't found.";
+const SUPERUSERS_ONLY: &str = "Only superusers can perform this action.";
+const REQUIRES_AUTH: &str = "The request requires valid record authorization token.";
+
+fn posts_def() -> Value {
+    json!({
+        "name": "posts", "type": "base",
+        "listRule": "", "viewRule": "", "createRule": "", "updateRule": "", "deleteRule": "",
+        "fields": [
+            {"name": "title", "type": "text", "required": true},
+            {"name": "views", "type": "number"},
+            {"name": "published", "type": "bool"},
+            {"name": "status", "type": "select", "values": ["draft", "live"], "maxSelect": 1},
+            {"name": "meta", "type": "json"},
+            {"name": "created", "type": "autodate", "onCreate": true},
+            {"name": "updated", "type": "autodate", "onCreate": true, "onUpdate": true}
+        ]
+    })
+}
+
+fn is_record_id(v: &Value) -> bool {
+    v.as_str().is_some_and(|s| {
+        s.len() == 15
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    })
+}
+
+/// `YYYY-MM-DD HH:MM:SS.mmmZ`
+fn is_pb_date(v: &Value) -> bool {
+    v.as_str().is_some_and(|s| {
+        let b = s.as_bytes();
+        s.len() == 24
+            && b[4] == b'-'
+            && b[10] == b' '
+            && b[13] == b':'
+            && b[19] == b'.'
+            && b[23] == b'Z'
+    })
+}
+
+fn list(s: &Server, coll: &str, query: &str, token: Option<&str>) -> common::Resp {
+    s.req(
+        "GET",
+        &format!("/api/collections/{coll}/records?{query}"),
+        token,
+        None,
+    )
+}
+
+fn titles(r: &common::Resp) -> Vec<String> {
+    r.json["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|i| i["title"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+#[test]
+fn health_headers_and_unknown_routes() {
+    let s = Server::start();
+    let r = s.req("GET", "/api/health", None, None);
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.json,
+        json!({"message": "API is healthy.", "code": 200, "data": {}})
+    );
+    assert_eq!(r.content_type, "application/json");
+    assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
+    assert_eq!(r.header("x-frame-options"), Some("SAMEORIGIN"));
+
+    assert_eq!(s.req("HEAD", "/api/health", None, None).status, 200);
+
+    let su = s.su_token();
+    let r = s.req("GET", "/api/health", Some(&su), None);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json["message"], "API is healthy.");
+    assert_eq!(r.json["data"]["realIP"], "127.0.0.1");
+    assert_eq!(r.json["data"]["possibleProxyHeader"], "");
+    assert!(r.json["data"]["canBackup"].is_boolean(), "{}", r.json);
+
+    // Unknown paths fall through to the static handler; a wrong method on a known path is a 404.
+    let r = s.req("GET", "/api/definitely-not-a-route", None, None);
+    assert_eq!((r.status, r.json), (404, err(404, "File not found.")));
+    let r = s.req("DELETE", "/api/health", None, None);
+    assert_eq!((r.status, r.json), (404, err(404, NOT_FOUND)));
+    let r = s.req(
+        "PUT",
+        "/api/collections/users/records",
+        None,
+        Some(&json!({})),
+    );
+    assert_eq!((r.status, r.json), (404, err(404, NOT_FOUND)));
+
+    let r = s.req("OPTIONS", "/api/collections/users/records", None, None);
+    assert_eq!(r.status, 204);
+    assert_eq!(r.header("access-control-allow-origin"), Some("*"));
+    assert_eq!(
+        r.header("access-control-allow-methods"),
+        Some("GET,HEAD,PUT,PATCH,POST,DELETE")
+    );
+    assert_eq!(
+        r.header("access-control-allow-headers"),
+        Some("content-type,authorization")
+    );
+}
+
+#[test]
+fn superuser_login_and_token_forms() {
+    let s = Server::start();
+    let r = s.login("_superusers", SU_EMAIL, SU_PASS);
+    assert_eq!(r.status, 200, "{}", r.json);
+    let tok = r.json["token"].as_str().expect("token").to_owned();
+    assert_eq!(tok.split('.').count(), 3, "a JWT");
+    let rec = &r.json["record"];
+    assert_eq!(rec["email"], SU_EMAIL);
+    assert_eq!(rec["collectionName"], "_superusers");
+    assert_eq!(rec["collectionId"], "pbc_3142635823");
+    assert_eq!(rec["verified"], true);
+    assert!(
+        rec.get("password").is_none() && rec.get("tokenKey").is_none(),
+        "{rec}"
+    );
+
+    // The token is accepted raw and with a (case-insensitive) Bearer prefix.
+    for header in [
+        tok.clone(),
+        format!("Bearer {tok}"),
+        format!("bearer {tok}"),
+    ] {
+        let r = s.req("GET", "/api/collections", Some(&header), None);
+        assert_eq!(r.status, 200, "{header}: {}", r.json);
+    }
+    let r = s.req("GET", "/api/collections", None, None);
+    assert_eq!((r.status, r.json), (401, err(401, REQUIRES_AUTH)));
+    let r = s.req("GET", "/api/collections", Some("not.a.token"), None);
+    assert_eq!((r.status, r.json), (401, err(401, REQUIRES_AUTH)));
+    let mut forged = tok.clone();
+    forged.push('x');
+    assert_eq!(
+        s.req("GET", "/api/collections", Some(&forged), None).status,
+        401
+    );
+
+    let r = s.login("_superusers", SU_EMAIL, "wrong-password");
+    assert_eq!(
+        (r.status, r.json),
+        (400, err(400, "Failed to authenticate."))
+    );
+    let r = s.login("_superusers", "nobody@example.com", SU_PASS);
+    assert_eq!(
+        (r.status, r.json),
+        (400, err(400, "Failed to authenticate."))
+    );
+
+    let path = "/api/collections/_superusers/auth-with-password";
+    let r = s.req("POST", path, None, Some(&json!({})));
+    let blank = json!({"code": "validation_required", "message": "Cannot be blank."});
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.json,
+        json!({"data": {"identity": blank, "password": blank},
+               "message": "An error occurred while validating the submitted data.", "status": 400})
+    );
+    // auth endpoints of a non-auth collection
+    s.create_collection(&tok, posts_def());
+    let r = s.req(
+        "POST",
+        "/api/collections/posts/auth-with-password",
+        None,
+        Some(&json!({"identity": "a", "password": "b"})),
+    );
+    assert_eq!(
+        (r.status, r.json),
+        (404, err(404, "Missing or invalid auth collection context."))
+    );
+}
+
+#[test]
+fn collections_api_basics() {
+    let s = Server::start();
+    let su = s.su_token();
+    let r = s.req("GET", "/api/collections?perPage=500", Some(&su), None);
+    assert_eq!(r.status, 200);
+    let names: Vec<&str> = r.json["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"_superusers") && names.contains(&"users"),
+        "{names:?}"
+    );
+
+    let c = s.create_collection(&su, posts_def());
+    assert_eq!(c["name"], "posts");
+    assert_eq!(c["type"], "base");
+    assert_eq!(c["system"], false);
+    assert_eq!(c["listRule"], "");
+    let fields = c["fields"].as_array().unwrap();
+    assert_eq!(fields[0]["name"], "id", "the id field is added first");
+    assert_eq!(fields[0]["primaryKey"], true);
+    assert!(c["id"].as_str().unwrap().starts_with("pbc_"), "{c}");
+    assert!(is_pb_date(&c["created"]));
+
+    let by_name = s.req("GET", "/api/collections/posts", Some(&su), None);
+    let by_id = s.req(
+        "GET",
+        &format!("/api/collections/{}", c["id"].as_str().unwrap()),
+        Some(&su),
+        None,
+    );
+    assert_eq!((by_name.status, by_id.status), (200, 200));
+    assert_eq!(by_name.json, by_id.json);
+
+    let dup = s.req("POST", "/api/collections", Some(&su), Some(&posts_def()));
+    assert_eq!(dup.status, 400, "{}", dup.json);
+    assert_eq!(dup.json["message"], "Failed to create collection.");
+    assert!(dup.json["data"]["name"]["code"].is_string(), "{}", dup.json);
+
+    let r = s.req("GET", "/api/collections/nope", Some(&su), None);
+    assert_eq!((r.status, r.json), (404, err(404, NOT_FOUND)));
+    let r = s.req("DELETE", "/api/collections/_superusers", Some(&su), None);
+    assert_eq!(
+        r.status, 400,
+        "system collections cannot be deleted: {}",
+        r.json
+    );
+    let r = s.req("DELETE", "/api/collections/posts", Some(&su), None);
+    assert_eq!((r.status, r.json), (204, Value::Null));
+    let r = s.req("GET", "/api/collections/posts/records", Some(&su), None);
+    assert_eq!(
+        (r.status, r.json),
+        (404, err(404, "Missing collection context."))
+    );
+}
+
+#[test]
+fn records_crud_and_serialization() {
+    let s = Server::start();
+    let su = s.su_token();
+    s.create_collection(&su, posts_def());
+    let base = "/api/collections/posts/records";
+
+    let body = json!({"title": "Hello", "views": "42.5", "published": "true", "status": ["draft", "live"],
+                      "meta": {"k": [1, 2, {"x": null}]}, "created": "2000-01-01 00:00:00.000Z"});
+    let r = s.req("POST", base, None, Some(&body));
+    assert_eq!(r.status, 200, "create returns 200: {}", r.json);
+    let rec = r.json.clone();
+    assert!(is_record_id(&rec["id"]), "{rec}");
+    assert_eq!(rec["collectionName"], "posts");
+    assert_eq!(rec["title"], "Hello");
+    assert_eq!(rec["views"], 42.5);
+    assert_eq!(rec["published"], true);
+    assert_eq!(
+        rec["status"], "live",
+        "select single keeps the last element"
+    );
+    assert_eq!(rec["meta"], json!({"k": [1, 2, {"x": null}]}));
+    assert!(
+        is_pb_date(&rec["created"]) && rec["created"] != "2000-01-01 00:00:00.000Z",
+        "{rec}"
+    );
+    let id = rec["id"].as_str().unwrap().to_owned();
+
+    let r = s.req("POST", base, None, Some(&json!({"title": "Empty"})));
+    assert_eq!(r.status, 200);
+    for (k, v) in [
+        ("views", json!(0)),
+        ("published", json!(false)),
+        ("status", json!("")),
+        ("meta", Value::Null),
+    ] {
+        assert_eq!(r.json[k], v, "empty value of {k}: {}", r.json);
+    }
+    assert!(r.json.as_object().unwrap().contains_key("meta"));
+
+    let r = s.req("POST", base, None, Some(&json!({"views": 3})));
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.json,
+        json!({"data": {"title": {"code": "validation_required", "message": "Cannot be blank."}},
+               "message": "Failed to create record.", "status": 400})
+    );
+    let r = s.req(
+        "POST",
+        base,
+        None,
+        Some(&json!({"title": "x", "status": "bogus"})),
+    );
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json["data"]["status"]["code"], "validation_invalid_value");
+
+    let path = format!("{base}/{id}");
+    let r = s.req("GET", &path, None, None);
+    assert_eq!((r.status, &r.json), (200, &rec));
+
+    let r = s.req(
+        "PATCH",
+        &path,
+        None,
+        Some(&json!({"title": "Hello 2", "views+": 5})),
+    );
+    assert_eq!(r.status, 200, "{}", r.json);
+    assert_eq!(r.json["title"], "Hello 2");
+    assert_eq!(r.json["views"], 47.5);
+    assert_eq!(r.json["created"], rec["created"]);
+    let r = s.req(
+        "PATCH",
+        &path,
+        None,
+        Some(&json!({"id": "aaaaaaaaaaaaaaa"})),
+    );
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json["data"]["id"]["code"], "validation_pk_change");
+
+    let r = s.req("DELETE", &path, None, None);
+    assert_eq!((r.status, r.json), (204, Value::Null));
+    let x = json!({"title": "x"});
+    for m in ["GET", "PATCH", "DELETE"] {
+        let r = s.req(m, &path, None, (m == "PATCH").then_some(&x));
+        assert_eq!(
+            (r.status, r.json),
+            (404, err(404, NOT_FOUND)),
+            "{m} after delete"
+        );
+    }
+}
+
+#[test]
+fn list_paging_sort_and_fields() {
+    let s = Server::start();
+    let su = s.su_token();
+    s.create_collection(&su, posts_def());
+    for i in 1..=5 {
+        let r = s.req(
+            "POST",
+            "/api/collections/posts/records",
+            Some(&su),
+            Some(&json!({"title": format!("t{i}"), "views": i})),
+        );
+        assert_eq!(r.status, 200);
+    }
+    let r = list(&s, "posts", "", None);
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        (r.json["page"].clone(), r.json["perPage"].clone()),
+        (json!(1), json!(30))
+    );
+    assert_eq!(
+        (r.json["totalItems"].clone(), r.json["totalPages"].clone()),
+        (json!(5), json!(1))
+    );
+
+    let r = list(&s, "posts", "perPage=2&page=3&sort=views", None);
+    assert_eq!(titles(&r), ["t5"]);
+    assert_eq!(r.json["totalPages"], 3);
+    let r = list(&s, "posts", "perPage=2&page=9", None);
+    assert_eq!(r.json["items"], json!([]));
+    let r = list(&s, "posts", "sort=-views", None);
+    assert_eq!(titles(&r), ["t5", "t4", "t3", "t2", "t1"]);
+    let r = list(&s, "posts", "sort=-title", None);
+    assert_eq!(titles(&r)[0], "t5");
+
+    let r = list(&s, "posts", "perPage=5000", None);
+    assert_eq!(r.json["perPage"], 1000, "perPage is capped and echoed");
+    let r = list(&s, "posts", "page=0&perPage=0", None);
+    assert_eq!(
+        (r.json["page"].clone(), r.json["perPage"].clone()),
+        (json!(1), json!(30))
+    );
+    let r = list(&s, "posts", "skipTotal=1", None);
+    assert_eq!(
+        (r.json["totalItems"].clone(), r.json["totalPages"].clone()),
+        (json!(-1), json!(-1))
+    );
+    assert_eq!(r.json["items"].as_array().unwrap().len(), 5);
+    for q in ["page=abc", "perPage=1.5", "skipTotal=maybe"] {
+        let r = list(&s, "posts", q, None);
+        assert_eq!((r.status, r.json), (400, err(400, BAD_REQUEST)), "{q}");
+    }
+
+    let r = list(&s, "posts", "fields=id,title&sort=views", None);
+    assert_eq!(r.status, 200);
+    let item = r.json["items"][0].as_object().unwrap();
+    let mut keys: Vec<&str> = item.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["id", "title"]);
+    assert!(
+        r.json.get("totalItems").is_some(),
+        "fields shapes only items"
+    );
+
+    let r = list(
+        &s,
+        "posts",
+        &format!("filter={}", enc("views >= 4 && title != 't5'")),
+        None,
+    );
+    assert_eq!(titles(&r), ["t4"]);
+    assert_eq!(r.json["totalItems"], 1);
+    let r = list(
+        &s,
+        "posts",
+        &format!("filter={}&sort=-views", enc("title ~ 't'")),
+        None,
+    );
+    assert_eq!(r.json["totalItems"], 5);
+}
+
+#[test]
+fn bad_filters_and_sorts_are_refused() {
+    let s = Server::start();
+    let su = s.su_token();
+    s.create_collection(&su, posts_def());
+    for q in [
+        format!("filter={}", enc("title =")),
+        format!("filter={}", enc("(title = 'a'")),
+        format!("filter={}", enc("nosuchfield = 1")),
+        format!("filter={}", enc("views > 1.5e3")),
+        format!("filter={}", enc("views > 1 &&")),
+        "sort=nosuchfield".to_owned(),
+    ] {
+        for token in [None, Some(su.as_str())] {
+            let r = list(&s, "posts", &q, token);
+            assert_eq!((r.status, r.json), (400, err(400, BAD_REQUEST)), "{q}");
+        }
+    }
+    let r = list(
+        &s,
+        "posts",
+        &format!("filter={}", enc("@request.auth.id = ''")),
+        None,
+    );
+    assert_eq!(
+        (r.status, r.json),
+        (403, err(403, "Only superusers can filter by @request."))
+    );
+}
+
+#[test]
+fn bad_input_leaves_the_database_untouched() {
+    let s = Server::start();
+    let su = s.su_token();
+    s.create_collection(
+        &su,
+        json!({"name": "notes", "listRule": "", "viewRule": "", "createRule": "", "updateRule": "",
+               "fields": [{"name": "title", "type": "text"}]}),
+    );
+    let base = "/api/collections/notes/records";
+    let count = |s: &Server| list(s, "notes", "", Some(&su)).json["totalItems"].clone();
+
+    let r = s.raw(
+        "POST",
+        base,
+        None,
+        Some(("application/json", b"{\"title\": \"half")),
+    );
+    assert_eq!((r.status, r.json), (400, err(400, BAD_REQUEST)));
+    let r = s.raw("POST", base, None, Some(("application/json", b"[1,2]")));
+    assert_eq!((r.status, r.json), (400, err(400, BAD_REQUEST)));
+    assert_eq!(count(&s), 0);
+
+    let (status, body) = s.head_only_post(base, 33 * 1024 * 1024);
+    assert_eq!((status, body), (413, err(413, "Request entity too large.")));
+    assert_eq!(count(&s), 0);
+
+    // A SQL-looking collection name is just an unknown collection.
+    let evil = "/api/collections/x%27%3Bdrop%20table%20users--/records";
+    let x = json!({"title": "x"});
+    let r = s.req("GET", evil, None, None);
+    assert_eq!(
+        (r.status, r.json),
+        (404, err(404, "Missing collection context."))
+    );
+    let r = s.req("POST", evil, Some(&su), Some(&x));
+    assert_eq!(r.status, 404);
+    assert_eq!(
+        s.req("GET", "/api/collections/users", Some(&su), None)
+            .status,
+        200
+    );
+    assert_eq!(list(&s, "users", "", Some(&su)).status, 200);
+
+    // SQL-looking values are stored and read back verbatim, and match as plain strings.
+    let evil_values = [
+        "'; DROP TABLE notes; --",
+        "Robert'); DELETE FROM notes;--",
+        "\" OR 1=1 --",
+        "%_\\",
+    ];
+    for v in evil_values {
+        let r = s.req("POST", base, None, Some(&json!({"title": v})));
+        assert_eq!(r.status, 200, "{}", r.json);
+        assert_eq!(r.json["title"], v);
+        let back = s.req(
+            "GET",
+            &format!("{base}/{}", r.json["id"].as_str().unwrap()),
+            None,
+            None,
+        );
+        assert_eq!(back.json["title"], v);
+    }
+    assert_eq!(count(&s), 4);
+    let r = list(
+        &s,
+        "notes",
+        &format!("filter={}", enc("title = \"'; DROP TABLE notes; --\"")),
+        None,
+    );
+    assert_eq!(titles(&r), [evil_values[0]]);
+    let r = list(
+        &s,
+        "notes",
+        &format!("filter={}", enc("title ~ \"' OR '1'='1\"")),
+        None,
+    );
+    assert_eq!(r.json["totalItems"], 0);
+
+    for id in ["nope", "%27%20OR%20%271%27%3D%271", "aaaaaaaaaaaaaaa"] {
+        let r = s.req("GET", &format!("{base}/{id}"), None, None);
+        assert_eq!((r.status, r.json), (404, err(404, NOT_FOUND)), "{id}");
+    }
+    assert_eq!(count(&s), 4);
+}
+
+#[test]
+fn auth_collection_signup_login_refresh_and_password_change() {
+    let s = Server::start();
+    let su = s.su_token();
+    let base = "/api/collections/users/records";
+    let r = s.req("GET", "/api/collections/users/auth-methods", None, None);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json["password"]["enabled"], true);
+
+    let mismatch = json!({"email": "alice@example.com", "password": "alicepass123", "passwordConfirm": "other12345"});
+    let r = s.req("POST", base, None, Some(&mismatch));
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.json,
+        json!({"data": {"passwordConfirm": {"code": "validation_values_mismatch", "message": "Values don't match."}},
+               "message": "Failed to create record.", "status": 400})
+    );
+    let signup = json!({"email": "alice@example.com", "password": "alicepass123", "passwordConfirm": "alicepass123"});
+    let r = s.req("POST", base, None, Some(&signup));
+    assert_eq!(r.status, 200, "{}", r.json);
+    let id = r.json["id"].as_str().unwrap().to_owned();
+    assert!(
+        r.json.get("password").is_none() && r.json.get("tokenKey").is_none(),
+        "{}",
+        r.json
+    );
+    assert_eq!(r.json["verified"], false);
+    let r = s.req("POST", base, None, Some(&signup));
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json["data"]["email"]["code"], "validation_not_unique");
+
+    let r = s.login("users", "alice@example.com", "alicepass123");
+    assert_eq!(r.status, 200, "{}", r.json);
+    assert_eq!(r.json["record"]["id"], id.as_str());
+    assert_eq!(r.json["record"]["email"], "alice@example.com");
+    let tok = r.json["token"].as_str().unwrap().to_owned();
+
+    // users: list/view = "id = @request.auth.id"
+    assert_eq!(list(&s, "users", "", None).json["totalItems"], 0);
+    let mine = list(&s, "users", "", Some(&tok));
+    assert_eq!(mine.json["totalItems"], 1);
+    assert_eq!(mine.json["items"][0]["email"], "alice@example.com");
+    let r = s.req("GET", "/api/collections", Some(&tok), None);
+    assert_eq!(
+        (r.status, r.json),
+        (
+            403,
+            err(
+                403,
+                "The authorized record is not allowed to perform this action."
+            )
+        )
+    );
+
+    let refresh = "/api/collections/users/auth-refresh";
+    let r = s.req("POST", refresh, Some(&tok), None);
+    assert_eq!(r.status, 200, "{}", r.json);
+    assert_eq!(r.json["record"]["id"], id.as_str());
+    let tok2 = r.json["token"].as_str().unwrap().to_owned();
+    assert_eq!(
+        s.req("POST", refresh, Some(&tok2), None).status,
+        200,
+        "the refreshed token works"
+    );
+    let r = s.req("POST", refresh, None, None);
+    assert_eq!((r.status, r.json), (401, err(401, REQUIRES_AUTH)));
+    let me = format!("{base}/{id}");
+    let r = s.req(
+        "PATCH",
+        &me,
+        Some(&tok),
+        Some(&json!({"password": "newpass12345", "passwordConfirm": "newpass12345"})),
+    );
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json["data"]["oldPassword"]["code"], "validation_required");
+    let wrong_old = json!({"oldPassword": "nope12345", "password": "newpass12345", "passwordConfirm": "newpass12345"});
+    let r = s.req("PATCH", &me, Some(&tok), Some(&wrong_old));
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.json["data"]["oldPassword"]["code"],
+        "validation_invalid_old_password"
+    );
+    let r = s.req("PATCH", &me, Some(&tok), Some(&json!({"verified": true})));
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.json["data"]["verified"]["code"],
+        "validation_values_mismatch"
+    );
+
+    let change = json!({"oldPassword": "alicepass123", "password": "newpass12345", "passwordConfirm": "newpass12345"});
+    let r = s.req("PATCH", &me, Some(&tok), Some(&change));
+    assert_eq!(r.status, 200, "{}", r.json);
+    // The tokenKey rotated: every earlier token is dead.
+    for old in [&tok, &tok2] {
+        let r = s.req("POST", refresh, Some(old), None);
+        assert_eq!((r.status, r.json), (401, err(401, REQUIRES_AUTH)));
+    }
+    assert_eq!(
+        list(&s, "users", "", Some(&tok)).json["totalItems"],
+        0,
+        "old token is a guest"
+    );
+    let r = s.login("users", "alice@example.com", "alicepass123");
+    assert_eq!(
+        (r.status, r.json),
+        (400, err(400, "Failed to authenticate."))
+    );
+    assert_eq!(
+        s.login("users", "alice@example.com", "newpass12345").status,
+        200
+    );
+    let tok3 = s.login("users", "alice@example.com", "newpass12345").json["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // A token of another auth collection: 403, and PocketBase names the *token's* collection.
+    let r = s.req("POST", refresh, Some(&su), None);
+    let from = |c: &str| {
+        err(
+            403,
+            &format!("The request requires auth record from {c} collection."),
+        )
+    };
+    assert_eq!((r.status, r.json), (403, from("_superusers")));
+    let r = s.req(
+        "POST",
+        "/api/collections/_superusers/auth-refresh",
+        Some(&tok3),
+        None,
+    );
+    assert_eq!((r.status, r.json), (403, from("users")));
+}
+
+#[test]
+fn rules_null_empty_and_expressions() {
+    let s = Server::start();
+    let su = s.su_token();
+    let fields = json!([{"name": "title", "type": "text"}, {"name": "published", "type": "bool"}]);
+    s.create_collection(&su, json!({"name": "locked", "fields": fields}));
+    s.create_collection(
+        &su,
+        json!({"name": "open", "listRule": "", "viewRule": "", "createRule": "", "updateRule": "", "deleteRule": "",
+               "fields": fields}),
+    );
+    s.create_collection(
+        &su,
+        json!({"name": "gated", "listRule": "published = true", "viewRule": "published = true",
+               "createRule": "title != 'blocked'", "updateRule": "published = true", "deleteRule": "published = true",
+               "fields": fields}),
+    );
+
+    // null rules: superusers only, for every action.
+    let rec = s.req(
+        "POST",
+        "/api/collections/locked/records",
+        Some(&su),
+        Some(&json!({"title": "a"})),
+    );
+    assert_eq!(rec.status, 200);
+    let path = format!(
+        "/api/collections/locked/records/{}",
+        rec.json["id"].as_str().unwrap()
+    );
+    for (m, p) in [
+        ("GET", "/api/collections/locked/records"),
+        ("POST", "/api/collections/locked/records"),
+        ("GET", &path),
+        ("PATCH", &path),
+        ("DELETE", &path),
+    ] {
+        let body = json!({"title": "b"});
+        let r = s.req(
+            m,
+            p,
+            None,
+            if m == "POST" || m == "PATCH" {
+                Some(&body)
+            } else {
+                None
+            },
+        );
+        assert_eq!(
+            (r.status, r.json),
+            (403, err(403, SUPERUSERS_ONLY)),
+            "guest {m} {p}"
+        );
+    }
+    assert_eq!(list(&s, "locked", "", Some(&su)).json["totalItems"], 1);
+
+    // "" rules: public.
+    let r = s.req(
+        "POST",
+        "/api/collections/open/records",
+        None,
+        Some(&json!({"title": "g"})),
+    );
+    assert_eq!(r.status, 200);
+    let path = format!(
+        "/api/collections/open/records/{}",
+        r.json["id"].as_str().unwrap()
+    );
+    assert_eq!(list(&s, "open", "", None).json["totalItems"], 1);
+    assert_eq!(
+        s.req("PATCH", &path, None, Some(&json!({"title": "h"})))
+            .json["title"],
+        "h"
+    );
+    assert_eq!(s.req("DELETE", &path, None, None).status, 204);
+
+    // Expressions: list filters, view/update/delete miss -> 404, create miss -> 400.
+    let r = s.req(
+        "POST",
+        "/api/collections/gated/records",
+        None,
+        Some(&json!({"title": "blocked"})),
+    );
+    assert_eq!(
+        (r.status, r.json),
+        (400, err(400, "Failed to create record."))
+    );
+    let hidden = s.req(
+        "POST",
+        "/api/collections/gated/records",
+        None,
+        Some(&json!({"title": "draft"})),
+    );
+    let shown = s.req(
+        "POST",
+        "/api/collections/gated/records",
+        None,
+        Some(&json!({"title": "pub", "published": true})),
+    );
+    assert_eq!((hidden.status, shown.status), (200, 200));
+    let r = list(&s, "gated", "", None);
+    assert_eq!(
+        (titles(&r), r.json["totalItems"].clone()),
+        (vec!["pub".to_owned()], json!(1))
+    );
+    assert_eq!(
+        list(&s, "gated", "", Some(&su)).json["totalItems"],
+        2,
+        "superusers bypass rules"
+    );
+    let hp = format!(
+        "/api/collections/gated/records/{}",
+        hidden.json["id"].as_str().unwrap()
+    );
+    let x = json!({"title": "x"});
+    for m in ["GET", "PATCH", "DELETE"] {
+        let r = s.req(m, &hp, None, (m == "PATCH").then_some(&x));
+        assert_eq!(
+            (r.status, r.json),
+            (404, err(404, NOT_FOUND)),
+            "guest {m} on a rule miss"
+        );
+    }
+    assert_eq!(s.req("GET", &hp, Some(&su), None).status, 200);
+}
+
+#[test]
+fn sigterm_exits_cleanly_and_checkpoints_the_wal() {
+    let mut s = Server::start();
+    let su = s.su_token();
+    s.create_collection(
+        &su,
+        json!({"name": "notes", "createRule": "", "fields": [{"name": "title", "type": "text"}]}),
+    );
+    for i in 0..20 {
+        let r = s.req(
+            "POST",
+            "/api/collections/notes/records",
+            None,
+            Some(&json!({"title": format!("n{i}")})),
+        );
+        assert_eq!(r.status, 200);
+    }
+    let dir = s.data_dir();
+    let t = Instant::now();
+    let status = s
+        .stop(Duration::from_secs(10))
+        .expect("the process exits after SIGTERM");
+    assert!(status.success(), "exit status {status}");
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        t.elapsed()
+    );
+    assert!(dir.join("data.db").exists());
+    let wal = dir.join("data.db-wal");
+    let wal_len = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    assert_eq!(
+        wal_len,
+        0,
+        "{} must be checkpointed on shutdown",
+        wal.display()
+    );
+
+    // The data survives a restart on the same directory.
+    let s = Server::start_in(s.into_dir());
+    let su = s.su_token();
+    assert_eq!(list(&s, "notes", "", Some(&su)).json["totalItems"], 20);
+}
+
+/// Not PocketBase's behaviour (it ignores relation names it cannot expand): this build has no
+/// expand yet, so it refuses `expand` rather than answer without it, and writes nothing.
+#[test]
+fn expand_is_refused_until_it_is_built() {
+    let s = Server::start();
+    let su = s.su_token();
+    s.create_collection(&su, posts_def());
+    let base = "/api/collections/posts/records";
+    let r = s.req("POST", base, None, Some(&json!({"title": "a"})));
+    let path = format!("{base}/{}", r.json["id"].as_str().unwrap());
+    let body = json!({"title": "b"});
+    for (m, p) in [
+        ("GET", base),
+        ("GET", &path),
+        ("POST", base),
+        ("PATCH", &path),
+    ] {
+        let r = s.req(
+            m,
+            &format!("{p}?expand=anything"),
+            None,
+            (m == "POST" || m == "PATCH").then_some(&body),
+        );
+        assert_eq!((r.status, r.json), (400, err(400, BAD_REQUEST)), "{m} {p}");
+    }
+    let r = list(&s, "posts", "", None);
+    assert_eq!(titles(&r), ["a"], "the refused writes changed nothing");
+}
+
+#[test]
+fn unknown_collection_messages_per_action() {
+    let s = Server::start();
+    let su = s.su_token();
+    let evil = "/api/collections/x%27%3Bdrop%20table%20users--/records";
+    let x = json!({"title": "x"});
+    let one = format!("{evil}/abc");
+    // PocketBase's wording differs per action: create and update say "or invalid".
+    for (m, p, msg) in [
+        ("GET", evil, "Missing collection context."),
+        ("GET", &one, "Missing collection context."),
+        ("DELETE", &one, "Missing collection context."),
+        ("POST", evil, "Missing or invalid collection context."),
+        ("PATCH", &one, "Missing or invalid collection context."),
+    ] {
+        let r = s.req(m, p, Some(&su), (m == "POST" || m == "PATCH").then_some(&x));
+        assert_eq!((r.status, r.json), (404, err(404, msg)), "{m} {p}");
+    }
+    assert_eq!(list(&s, "users", "", Some(&su)).status, 200);
+}
+
+#[test]
+fn signup_validation_errors() {
+    let s = Server::start();
+    let base = "/api/collections/users/records";
+    let field_err = |field: &str, code: &str, message: &str| json!({"data": {field: {"code": code, "message": message}}, "message": "Failed to create record.", "status": 400});
+    for (body, want) in [
+        (
+            json!({"email": "bob@example.com", "password": "short", "passwordConfirm": "short"}),
+            field_err(
+                "password",
+                "validation_min_text_constraint",
+                "Must be at least 8 character(s).",
+            ),
+        ),
+        (
+            json!({"email": "not-an-email", "password": "bobpass1234", "passwordConfirm": "bobpass1234"}),
+            field_err(
+                "email",
+                "validation_is_email",
+                "Must be a valid email address.",
+            ),
+        ),
+        (
+            json!({"email": "bob@example.com", "password": "bobpass1234", "passwordConfirm": "bobpass1234", "verified": true}),
+            field_err(
+                "verified",
+                "validation_values_mismatch",
+                "Values don't match.",
+            ),
+        ),
+    ] {
+        let r = s.req("POST", base, None, Some(&body));
+        assert_eq!((r.status, &r.json), (400, &want), "{body}");
+    }
+    assert_eq!(
+        list(&s, "users", "skipTotal=0", Some(&s.su_token())).json["totalItems"],
+        0
+    );
+}
