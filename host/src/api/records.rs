@@ -389,6 +389,54 @@ enum WriteOutcome {
     RuleFailed,
 }
 
+/// What create and update share before they diverge: the collection (not a view), the caller,
+/// the `null`-rule check, the query parameters and the parsed body.
+struct WriteRequest {
+    c: Arc<Collection>,
+    who: Option<Caller>,
+    superuser: bool,
+    q: Map<String, Value>,
+    fields: Option<FieldsFilter>,
+    data: Map<String, Value>,
+}
+
+async fn write_request(
+    state: &Shared,
+    key: &str,
+    headers: &HeaderMap,
+    raw: Option<&str>,
+    body: Body,
+    rule: impl Fn(&Collection) -> &Option<String>,
+) -> ApiResult<WriteRequest> {
+    // PocketBase words the unknown collection of a write this way, for create and update alike.
+    let c = collection_or_404(state, key, "Missing or invalid collection context.")?;
+    if c.is_view() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "Unsupported collection type.",
+        ));
+    }
+    let who = caller(state, headers).await;
+    let superuser = who.as_ref().is_some_and(Caller::is_superuser);
+    if !superuser && rule(&c).is_none() {
+        return Err(ApiError::superusers_only());
+    }
+    let q = query_map(raw);
+    refuse_expand(&q)?;
+    let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
+        .map_err(|_| ApiError::bad_request())?;
+    let parsed = body::parse(headers, body, state.cfg.http.body_bytes_max).await?;
+    check_files(&parsed)?;
+    Ok(WriteRequest {
+        c,
+        who,
+        superuser,
+        q,
+        fields,
+        data: parsed.data,
+    })
+}
+
 pub(crate) async fn create(
     State(state): State<Shared>,
     Path(key): Path<String>,
@@ -397,25 +445,17 @@ pub(crate) async fn create(
     RawQuery(raw): RawQuery,
     body: Body,
 ) -> ApiResult<Response> {
-    let c = collection_or_404(&state, &key, "Missing or invalid collection context.")?;
-    if c.is_view() {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "Unsupported collection type.",
-        ));
-    }
-    let who = caller(&state, &headers).await;
-    let superuser = who.as_ref().is_some_and(Caller::is_superuser);
-    if !superuser && c.rules.create.is_none() {
-        return Err(ApiError::superusers_only());
-    }
-    let q = query_map(raw.as_deref());
-    refuse_expand(&q)?;
-    let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
-        .map_err(|_| ApiError::bad_request())?;
-    let parsed = body::parse(&headers, body, state.cfg.http.body_bytes_max).await?;
-    check_files(&parsed)?;
-    let data = parsed.data;
+    let WriteRequest {
+        c,
+        who,
+        superuser,
+        q,
+        fields,
+        data,
+    } = write_request(&state, &key, &headers, raw.as_deref(), body, |c| {
+        &c.rules.create
+    })
+    .await?;
 
     let mut draft = Draft {
         values: c.fields.iter().map(zero).collect(),
@@ -534,25 +574,17 @@ pub(crate) async fn update(
     RawQuery(raw): RawQuery,
     body: Body,
 ) -> ApiResult<Response> {
-    let c = collection_or_404(&state, &key, "Missing or invalid collection context.")?;
-    if c.is_view() {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "Unsupported collection type.",
-        ));
-    }
-    let who = caller(&state, &headers).await;
-    let superuser = who.as_ref().is_some_and(Caller::is_superuser);
-    if !superuser && c.rules.update.is_none() {
-        return Err(ApiError::superusers_only());
-    }
-    let q = query_map(raw.as_deref());
-    refuse_expand(&q)?;
-    let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
-        .map_err(|_| ApiError::bad_request())?;
-    let parsed = body::parse(&headers, body, state.cfg.http.body_bytes_max).await?;
-    check_files(&parsed)?;
-    let data = parsed.data;
+    let WriteRequest {
+        c,
+        who,
+        superuser,
+        q,
+        fields,
+        data,
+    } = write_request(&state, &key, &headers, raw.as_deref(), body, |c| {
+        &c.rules.update
+    })
+    .await?;
     let req = request_info(who.as_ref(), &method, &headers, &q, data.clone());
     let rule = rule_condition(&c, &c.rules.update, &req, who.as_ref())?;
 
