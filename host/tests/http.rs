@@ -1,5 +1,5 @@
 //! End-to-end HTTP tests against a real `ferrobase serve` process. Expected values are
-//! PocketBase 0.40.6's (see /work/shared/docs/pocketbase-api.md).
+//! PocketBase 0.40.6's (see ../shared/docs/pocketbase-api.md in the workplace).
 
 mod common;
 
