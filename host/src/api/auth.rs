@@ -4,12 +4,11 @@
 use super::body;
 use super::error::{ApiError, ApiResult, MSG_VALIDATION};
 use super::serialize::{FieldsFilter, Viewer, record_json};
-use super::{Caller, Shared, caller, find_collection, ok_json, query_map, request_info};
+use super::{Caller, RequestCtx, Shared, caller, find_collection, ok_json, query_map};
 use crate::auth::{password, token};
 use crate::query;
 use crate::schema::Collection;
 use crate::schema::define::verr;
-use crate::schema::value::Stored;
 use crate::store::records as store_records;
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
@@ -75,7 +74,7 @@ pub(crate) async fn methods(
 /// `{record, token}` for a freshly authenticated record.
 fn auth_response(
     c: &Collection,
-    row: &crate::store::StoreRecord,
+    row: crate::store::StoreRecord,
     tok: String,
     fields: &Option<FieldsFilter>,
     superuser_view: bool,
@@ -97,26 +96,16 @@ fn sign_auth_token(
     row: &crate::store::StoreRecord,
     refreshable: bool,
 ) -> ApiResult<String> {
-    let text = |name: &str| -> String {
-        c.fields
-            .iter()
-            .position(|f| f.name == name)
-            .and_then(|i| match &row[i] {
-                Stored::Text(t) => Some(t.clone()),
-                _ => None,
-            })
-            .unwrap_or_default()
-    };
     let secret = c.token_secret("authToken").ok_or_else(ApiError::internal)?;
     let mut extra = Map::new();
     extra.insert("refreshable".into(), json!(refreshable));
     Ok(token::sign(
-        &text("id"),
+        c.stored_text(row, "id"),
         &c.id,
         "auth",
         c.token_duration("authToken"),
         extra,
-        &text("tokenKey"),
+        c.stored_text(row, "tokenKey"),
         secret,
         chrono::Utc::now().timestamp(),
     ))
@@ -147,14 +136,9 @@ async fn check_auth_rule(
         record: row.clone(),
         refreshable: true,
     };
-    let req = request_info(
-        Some(&who),
-        &Method::POST,
-        &HeaderMap::new(),
-        &Map::new(),
-        Map::new(),
-    );
-    let sel = query::compile_filter(c, &rule, &req, false)?;
+    let (empty, no_headers) = (Map::new(), HeaderMap::new());
+    let req = RequestCtx::new(Some(&who), &Method::POST, &no_headers, &empty, None);
+    let sel = query::compile_filter(c, &rule, req.info(), false)?;
     let id = who.id();
     let c2 = Arc::clone(c);
     let ok = state
@@ -265,15 +249,7 @@ pub(crate) async fn with_password(
         let _ = tokio::task::spawn_blocking(move || password::dummy_verify(&pass)).await;
         return Err(fail());
     };
-    let pi = c
-        .fields
-        .iter()
-        .position(|f| f.name == "password")
-        .ok_or_else(ApiError::internal)?;
-    let hash = match &row[pi] {
-        Stored::Text(t) => t.clone(),
-        _ => String::new(),
-    };
+    let hash = c.stored_text(&row, "password").to_owned();
     let ok = tokio::task::spawn_blocking(move || password::verify(&pass, &hash))
         .await
         .unwrap_or(false);
@@ -284,7 +260,7 @@ pub(crate) async fn with_password(
     let tok = sign_auth_token(&c, &row, true)?;
     Ok(auth_response(
         &c,
-        &row,
+        row,
         tok,
         &fields,
         c.id == crate::schema::SUPERUSERS_ID,
@@ -323,13 +299,8 @@ pub(crate) async fn refresh(
             .map(|v| token::from_header(v).to_owned())
             .unwrap_or_default()
     };
-    Ok(auth_response(
-        &c,
-        &who.record,
-        tok,
-        &fields,
-        who.is_superuser(),
-    ))
+    let superuser = who.is_superuser();
+    Ok(auth_response(&c, who.record, tok, &fields, superuser))
 }
 
 /// Auth flows that arrive with the auth issue (OTP, OAuth2, MFA, verification, password reset,

@@ -79,7 +79,7 @@ pub(crate) async fn parse(headers: &HeaderMap, body: Body, limit: usize) -> ApiR
     let bytes = read_limited(headers, body, limit).await?;
     if ct.starts_with("application/x-www-form-urlencoded") {
         let mut data = Map::new();
-        for (k, v) in form_urlencoded_pairs(&bytes) {
+        for (k, v) in url_pairs(&String::from_utf8_lossy(&bytes)) {
             push(&mut data, k, infer(&v));
         }
         return Ok(Parsed {
@@ -106,35 +106,42 @@ pub(crate) async fn parse(headers: &HeaderMap, body: Body, limit: usize) -> ApiR
     }
 }
 
-fn form_urlencoded_pairs(bytes: &[u8]) -> Vec<(String, String)> {
-    let decode = |s: &str| -> String {
-        let s = s.replace('+', " ");
-        let b = s.as_bytes();
-        let mut out = Vec::with_capacity(b.len());
-        let mut i = 0;
-        while i < b.len() {
-            if b[i] == b'%'
-                && i + 2 < b.len()
-                && let Ok(v) =
-                    u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or(""), 16)
-            {
-                out.push(v);
-                i += 3;
-                continue;
-            }
-            out.push(b[i]);
-            i += 1;
-        }
-        String::from_utf8_lossy(&out).into_owned()
-    };
-    String::from_utf8_lossy(bytes)
-        .split('&')
+/// `a=1&b=x+y` pairs, percent-decoded: query strings and urlencoded bodies alike.
+pub(crate) fn url_pairs(q: &str) -> Vec<(String, String)> {
+    q.split('&')
         .filter(|p| !p.is_empty())
         .map(|p| {
             let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (decode(k), decode(v))
+            (percent_decode(k), percent_decode(v))
         })
         .collect()
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                match std::str::from_utf8(&b[i + 1..i + 3])
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                {
+                    Some(v) => {
+                        out.push(v);
+                        i += 3;
+                        continue;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 async fn parse_multipart(
@@ -199,7 +206,7 @@ mod tests {
 
     #[test]
     fn urlencoded_pairs_decode() {
-        let p = form_urlencoded_pairs(b"a=1&b=x+y&c=%41%42&tags=a&tags=b");
+        let p = url_pairs("a=1&b=x+y&c=%41%42&tags=a&tags=b");
         assert_eq!(p[1], ("b".into(), "x y".into()));
         assert_eq!(p[2], ("c".into(), "AB".into()));
         let mut m = Map::new();

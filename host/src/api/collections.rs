@@ -1,14 +1,14 @@
 //! `/api/collections`: superusers only.
 
 use super::error::{ApiError, ApiResult};
-use super::{Shared, caller, ok_json, query_map, request_info, require_superuser};
+use super::{Shared, caller, ok_json, query_map, require_superuser};
 use crate::query::{self, RequestInfo, Select};
 use crate::schema::define::{self, DefineError, build};
 use crate::schema::{Collection, Schema};
 use crate::store::{StoreError, ddl};
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
@@ -78,10 +78,9 @@ pub(crate) async fn list(
     }
     // The filter was compiled against the pseudo-collection: evaluate it over the snapshot by
     // asking SQLite about each row of _collections through the same SQL.
-    let sel2 = sel.clone();
     let ids: Vec<String> = state
         .store
-        .read(move |conn| crate::store::records::collection_ids(conn, &sel2))
+        .read(move |conn| crate::store::records::collection_ids(conn, &sel))
         .await?;
     let schema = state.store.schema();
     let all: Vec<&Arc<Collection>> = ids.iter().filter_map(|id| schema.by_id(id)).collect();
@@ -147,7 +146,7 @@ fn finish_definition(
     Ok(c)
 }
 
-fn check_rules(c: &Collection) -> Result<(), ApiError> {
+fn check_rules(c: &Collection, message: &str) -> Result<(), ApiError> {
     let req = RequestInfo::default();
     let mut data = Map::new();
     for (key, rule) in [
@@ -173,11 +172,7 @@ fn check_rules(c: &Collection) -> Result<(), ApiError> {
     if data.is_empty() {
         Ok(())
     } else {
-        Err(ApiError::with_data(
-            StatusCode::BAD_REQUEST,
-            "Failed to create collection.",
-            data,
-        ))
+        Err(ApiError::with_data(StatusCode::BAD_REQUEST, message, data))
     }
 }
 
@@ -187,30 +182,7 @@ pub(crate) async fn create(
     body: Body,
 ) -> ApiResult<Response> {
     require_superuser(&caller(&state, &headers).await)?;
-    let input = body_json(&state, &headers, body).await?;
-    let schema = state.store.schema();
-    let c = build(&input, None, &schema)
-        .map_err(|e| define_error(e, "Failed to create collection."))?;
-    if !c.is_view() {
-        check_rules(&c)?;
-    }
-    let store = Arc::clone(&state.store);
-    let created = state
-        .store
-        .write_schema(move |tx| {
-            let c = finish_definition(tx, &store.schema(), c)?;
-            ddl::create_collection(tx, &c)?;
-            Ok(c)
-        })
-        .await
-        .map_err(|e| store_error(e, "Failed to create collection."))?;
-    let fresh = state
-        .store
-        .schema()
-        .by_id(&created.id)
-        .cloned()
-        .ok_or_else(ApiError::internal)?;
-    Ok(ok_json(&fresh.to_api_json()))
+    save(&state, &headers, body, None).await
 }
 
 pub(crate) async fn update(
@@ -221,33 +193,43 @@ pub(crate) async fn update(
 ) -> ApiResult<Response> {
     require_superuser(&caller(&state, &headers).await)?;
     let old = super::find_collection(&state, &key).ok_or_else(ApiError::not_found)?;
-    let input = body_json(&state, &headers, body).await?;
-    let schema = state.store.schema();
-    let new = build(&input, Some(&old), &schema)
-        .map_err(|e| define_error(e, "Failed to update collection."))?;
+    save(&state, &headers, body, Some(old)).await
+}
+
+/// Create (`old` None) or update a collection for a caller already known to be a superuser: build
+/// and validate the definition, then write the row and its table in one schema transaction. The
+/// answer is the collection as saved.
+async fn save(
+    state: &Shared,
+    headers: &HeaderMap,
+    body: Body,
+    old: Option<Arc<Collection>>,
+) -> ApiResult<Response> {
+    let message = if old.is_some() {
+        "Failed to update collection."
+    } else {
+        "Failed to create collection."
+    };
+    let input = body_json(state, headers, body).await?;
+    let new = build(&input, old.as_deref(), &state.store.schema())
+        .map_err(|e| define_error(e, message))?;
     if !new.is_view() {
-        check_rules(&new).map_err(|mut e| {
-            e.message = "Failed to update collection.".into();
-            e
-        })?;
+        check_rules(&new, message)?;
     }
     let store = Arc::clone(&state.store);
-    let updated = state
+    let saved = state
         .store
         .write_schema(move |tx| {
             let new = finish_definition(tx, &store.schema(), new)?;
-            ddl::update_collection(tx, &old, &new)?;
+            match &old {
+                Some(old) => ddl::update_collection(tx, old, &new)?,
+                None => ddl::create_collection(tx, &new)?,
+            }
             Ok(new)
         })
         .await
-        .map_err(|e| store_error(e, "Failed to update collection."))?;
-    let fresh = state
-        .store
-        .schema()
-        .by_id(&updated.id)
-        .cloned()
-        .ok_or_else(ApiError::internal)?;
-    Ok(ok_json(&fresh.to_api_json()))
+        .map_err(|e| store_error(e, message))?;
+    Ok(ok_json(&saved.to_api_json()))
 }
 
 pub(crate) async fn delete(
@@ -338,12 +320,9 @@ pub(crate) async fn scaffolds(
 pub(crate) async fn import(
     State(state): State<Shared>,
     headers: HeaderMap,
-    method: Method,
     body: Body,
 ) -> ApiResult<Response> {
-    let who = caller(&state, &headers).await;
-    require_superuser(&who)?;
-    let _ = request_info(who.as_ref(), &method, &headers, &Map::new(), Map::new());
+    require_superuser(&caller(&state, &headers).await)?;
     let input = body_json(&state, &headers, body).await?;
     let fail = |why: String| {
         let mut data = Map::new();
@@ -389,6 +368,23 @@ pub(crate) async fn import(
                 .iter()
                 .map(|c| (**c).clone())
                 .collect();
+            // Placeholders for the imported ids that do not exist yet, so that relations to a
+            // collection later in the list resolve.
+            let stubs: Vec<Collection> = list
+                .iter()
+                .filter_map(|v| v.get("id").and_then(Value::as_str))
+                .filter(|id| !current.iter().any(|c| c.id == *id))
+                .filter_map(|id| {
+                    let mut stub = build(
+                        &json!({"name": format!("__stub_{id}")}),
+                        None,
+                        &Schema::default(),
+                    )
+                    .ok()?;
+                    stub.id = id.to_owned();
+                    Some(stub)
+                })
+                .collect();
             let mut staged: Vec<(Option<Collection>, Collection)> = Vec::new();
             for pass_input in &list {
                 let key_id = pass_input.get("id").and_then(Value::as_str).unwrap_or("");
@@ -397,27 +393,10 @@ pub(crate) async fn import(
                     .iter()
                     .find(|c| (!key_id.is_empty() && c.id == key_id) || c.name == key_name)
                     .cloned();
-                // Placeholder so that forward relations to this collection resolve.
-                let snapshot = Schema::new(
-                    current
-                        .iter()
-                        .cloned()
-                        .chain(list.iter().filter_map(|v| {
-                            let id = v.get("id").and_then(Value::as_str)?;
-                            if current.iter().any(|c| c.id == id) {
-                                return None;
-                            }
-                            let mut stub = build(
-                                &json!({"name": format!("__stub_{id}")}),
-                                None,
-                                &Schema::default(),
-                            )
-                            .ok()?;
-                            stub.id = id.to_owned();
-                            Some(stub)
-                        }))
-                        .collect(),
-                );
+                let pending = stubs
+                    .iter()
+                    .filter(|st| !current.iter().any(|c| c.id == st.id));
+                let snapshot = Schema::new(current.iter().chain(pending).cloned().collect());
                 let built =
                     build(pass_input, existing.as_ref(), &snapshot).map_err(|e| match e {
                         DefineError::BadFormat(w) => StoreError::Invalid(w),

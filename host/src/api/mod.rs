@@ -12,7 +12,7 @@ mod serialize;
 use crate::auth::token;
 use crate::config::Config;
 use crate::query::RequestInfo;
-use crate::schema::value::{Stored, from_stored};
+use crate::schema::value::from_stored;
 use crate::schema::{Collection, SUPERUSERS_ID};
 use crate::store::{Store, StoreRecord, records as store_records};
 use axum::Router;
@@ -60,11 +60,9 @@ impl Caller {
     pub(crate) fn as_rule_map(&self) -> Map<String, Value> {
         let mut m = Map::new();
         for (i, f) in self.collection.fields.iter().enumerate() {
-            let v = if f.name == "password" || f.name == "tokenKey" {
-                match &self.record[i] {
-                    Stored::Text(t) => Value::String(t.clone()),
-                    _ => Value::String(String::new()),
-                }
+            // Rules see the stored hash of a password, which the API form blanks.
+            let v = if f.kind == crate::schema::FieldType::Password {
+                json!(self.collection.stored_text(&self.record, &f.name))
             } else {
                 from_stored(f, self.record[i].clone())
             };
@@ -105,10 +103,7 @@ pub(crate) async fn caller(state: &AppState, headers: &HeaderMap) -> Option<Call
         .read(move |conn| store_records::get(conn, &c2, &id, None))
         .await
         .ok()??;
-    let tk_idx = coll.fields.iter().position(|f| f.name == "tokenKey")?;
-    let Stored::Text(token_key) = &row[tk_idx] else {
-        return None;
-    };
+    let token_key = coll.stored_text(&row, "tokenKey");
     let verified = token::verify(tok, token_key, &secret, now_s()).ok()?;
     Some(Caller {
         collection: coll,
@@ -117,28 +112,58 @@ pub(crate) async fn caller(state: &AppState, headers: &HeaderMap) -> Option<Call
     })
 }
 
-/// What `@request.*` means for this request.
-pub(crate) fn request_info(
-    caller: Option<&Caller>,
-    method: &Method,
-    headers: &HeaderMap,
-    query: &Map<String, Value>,
-    body: Map<String, Value>,
-) -> RequestInfo {
-    let mut hdrs = Map::new();
-    for (k, v) in headers {
-        let name = k.as_str().to_ascii_lowercase().replace('-', "_");
-        hdrs.entry(name)
-            .or_insert_with(|| json!(v.to_str().unwrap_or("")));
+/// What `@request.*` means for one request. Built on first use only: a public rule with no
+/// filter (the common read) never pays for copying headers, query and the caller's fields.
+pub(crate) struct RequestCtx<'a> {
+    pub who: Option<&'a Caller>,
+    method: &'a Method,
+    headers: &'a HeaderMap,
+    query: &'a Map<String, Value>,
+    body: Option<&'a Map<String, Value>>,
+    built: std::cell::OnceCell<RequestInfo>,
+}
+
+impl<'a> RequestCtx<'a> {
+    pub(crate) fn new(
+        who: Option<&'a Caller>,
+        method: &'a Method,
+        headers: &'a HeaderMap,
+        query: &'a Map<String, Value>,
+        body: Option<&'a Map<String, Value>>,
+    ) -> Self {
+        Self {
+            who,
+            method,
+            headers,
+            query,
+            body,
+            built: std::cell::OnceCell::new(),
+        }
     }
-    RequestInfo {
-        auth: caller.map(Caller::as_rule_map),
-        is_superuser: caller.is_some_and(Caller::is_superuser),
-        body,
-        query: query.clone(),
-        headers: hdrs,
-        method: method.as_str().to_owned(),
-        context: "default".into(),
+
+    pub(crate) fn is_superuser(&self) -> bool {
+        self.who.is_some_and(Caller::is_superuser)
+    }
+
+    pub(crate) fn info(&self) -> &RequestInfo {
+        self.built.get_or_init(|| {
+            let mut headers = Map::new();
+            for (k, v) in self.headers {
+                let name = k.as_str().to_ascii_lowercase().replace('-', "_");
+                headers
+                    .entry(name)
+                    .or_insert_with(|| json!(v.to_str().unwrap_or("")));
+            }
+            RequestInfo {
+                auth: self.who.map(Caller::as_rule_map),
+                is_superuser: self.is_superuser(),
+                body: self.body.cloned().unwrap_or_default(),
+                query: self.query.clone(),
+                headers,
+                method: self.method.as_str().to_owned(),
+                context: "default".into(),
+            }
+        })
     }
 }
 
@@ -263,47 +288,10 @@ pub(crate) fn find_collection(state: &AppState, key: &str) -> Option<Arc<Collect
 
 pub(crate) fn query_map(raw: Option<&str>) -> Map<String, Value> {
     let mut m = Map::new();
-    for (k, v) in url_pairs(raw.unwrap_or("")) {
+    for (k, v) in body::url_pairs(raw.unwrap_or("")) {
         m.entry(k).or_insert(Value::String(v));
     }
     m
-}
-
-fn url_pairs(q: &str) -> Vec<(String, String)> {
-    q.split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (percent_decode(k), percent_decode(v))
-        })
-        .collect()
-}
-
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => {
-                match std::str::from_utf8(&b[i + 1..i + 3])
-                    .ok()
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())
-                {
-                    Some(v) => {
-                        out.push(v);
-                        i += 3;
-                        continue;
-                    }
-                    None => out.push(b'%'),
-                }
-            }
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 pub(crate) fn ok_json(v: &Value) -> Response {

@@ -4,10 +4,10 @@
 use super::body;
 use super::error::{ApiError, ApiResult, MSG_MISSING_COLLECTION};
 use super::serialize::{FieldsFilter, Viewer, record_json};
-use super::{Caller, Shared, caller, find_collection, ok_json, query_map, request_info};
+use super::{Caller, RequestCtx, Shared, caller, find_collection, ok_json, query_map};
 use crate::auth::password;
 use crate::config::Limits;
-use crate::query::{self, RequestInfo, Select};
+use crate::query::{self, Select};
 use crate::schema::define::verr;
 use crate::schema::value::{
     self, Modifier, Stored, apply_modifier, coerce, from_stored, split_modifier, zero,
@@ -65,16 +65,15 @@ fn viewer(who: Option<&Caller>) -> Viewer {
 fn rule_condition(
     c: &Collection,
     rule: &Option<String>,
-    req: &RequestInfo,
-    who: Option<&Caller>,
+    req: &RequestCtx<'_>,
 ) -> ApiResult<Option<Select>> {
-    if who.is_some_and(Caller::is_superuser) {
+    if req.is_superuser() {
         return Ok(None);
     }
     match rule {
         None => Err(ApiError::superusers_only()),
         Some(r) if r.trim().is_empty() => Ok(None),
-        Some(r) => Ok(Some(query::compile_filter(c, r, req, false)?)),
+        Some(r) => Ok(Some(query::compile_filter(c, r, req.info(), false)?)),
     }
 }
 
@@ -93,7 +92,7 @@ fn refuse_expand(q: &Map<String, Value>) -> ApiResult<()> {
     }
 }
 
-fn shape(c: &Collection, row: &StoreRecord, view: &Viewer, fields: &Option<FieldsFilter>) -> Value {
+fn shape(c: &Collection, row: StoreRecord, view: &Viewer, fields: &Option<FieldsFilter>) -> Value {
     let m = record_json(c, row, view);
     Value::Object(match fields {
         Some(f) => f.apply(m),
@@ -111,8 +110,8 @@ pub(crate) async fn list(
     let c = collection_or_404(&state, &key, MSG_MISSING_COLLECTION)?;
     let who = caller(&state, &headers).await;
     let q = query_map(raw.as_deref());
-    let req = request_info(who.as_ref(), &method, &headers, &q, Map::new());
-    let rule = rule_condition(&c, &c.rules.list, &req, who.as_ref())?;
+    let req = RequestCtx::new(who.as_ref(), &method, &headers, &q, None);
+    let rule = rule_condition(&c, &c.rules.list, &req)?;
     let (page, per_page) = paging(&q, &state.cfg.limits)?;
     let skip = skip_total(&q)?;
     refuse_expand(&q)?;
@@ -121,10 +120,10 @@ pub(crate) async fn list(
 
     let mut sel = rule.unwrap_or_default();
     if let Some(Value::String(f)) = q.get("filter") {
-        sel.and(query::compile_filter(&c, f, &req, true)?);
+        sel.and(query::compile_filter(&c, f, req.info(), true)?);
     }
     if let Some(Value::String(s)) = q.get("sort") {
-        sel.order_sql = query::compile_sort(&c, s, &req)?;
+        sel.order_sql = query::compile_sort(&c, s, req.info())?;
     }
 
     let c2 = Arc::clone(&c);
@@ -141,7 +140,10 @@ pub(crate) async fn list(
         })
         .await?;
     let view = viewer(who.as_ref());
-    let items: Vec<Value> = rows.iter().map(|r| shape(&c, r, &view, &fields)).collect();
+    let items: Vec<Value> = rows
+        .into_iter()
+        .map(|r| shape(&c, r, &view, &fields))
+        .collect();
     let pages = if total < 0 {
         -1
     } else {
@@ -162,8 +164,8 @@ pub(crate) async fn view(
     let c = collection_or_404(&state, &key, MSG_MISSING_COLLECTION)?;
     let who = caller(&state, &headers).await;
     let q = query_map(raw.as_deref());
-    let req = request_info(who.as_ref(), &method, &headers, &q, Map::new());
-    let rule = rule_condition(&c, &c.rules.view, &req, who.as_ref())?;
+    let req = RequestCtx::new(who.as_ref(), &method, &headers, &q, None);
+    let rule = rule_condition(&c, &c.rules.view, &req)?;
     refuse_expand(&q)?;
     let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
         .map_err(|_| ApiError::bad_request())?;
@@ -173,7 +175,7 @@ pub(crate) async fn view(
         .read(move |conn| store_records::get(conn, &c2, &id, rule.as_ref()))
         .await?
         .ok_or_else(ApiError::not_found)?;
-    Ok(ok_json(&shape(&c, &row, &viewer(who.as_ref()), &fields)))
+    Ok(ok_json(&shape(&c, row, &viewer(who.as_ref()), &fields)))
 }
 
 /// The record being written, in API form, aligned with the collection's fields.
@@ -353,15 +355,7 @@ fn to_row(c: &Collection, draft: &Draft, only: Option<&[usize]>) -> Vec<(usize, 
         .iter()
         .enumerate()
         .filter(|(i, _)| only.is_none_or(|o| o.contains(i)))
-        .map(|(i, f)| {
-            let v = &draft.values[i];
-            let stored = if f.kind == FieldType::Password {
-                Stored::Text(v.as_str().unwrap_or("").to_owned())
-            } else {
-                value::to_stored(f, v)
-            };
-            (i, stored)
-        })
+        .map(|(i, f)| (i, value::to_stored(f, &draft.values[i])))
         .collect()
 }
 
@@ -534,8 +528,8 @@ pub(crate) async fn create(
         .await
         .map_err(|e| validation_error(MSG_CREATE_FAILED, e))?;
 
-    let req = request_info(who.as_ref(), &method, &headers, &q, data.clone());
-    let rule = rule_condition(&c, &c.rules.create, &req, who.as_ref())?;
+    let req = RequestCtx::new(who.as_ref(), &method, &headers, &q, Some(&data));
+    let rule = rule_condition(&c, &c.rules.create, &req)?;
     hash_passwords(&c, &mut draft).await?;
     let row = to_row(&c, &draft, None);
     let id = draft.values[id_idx].as_str().unwrap_or("").to_owned();
@@ -559,9 +553,7 @@ pub(crate) async fn create(
             other => other.into(),
         })?;
     match outcome {
-        WriteOutcome::Done(saved) => {
-            Ok(ok_json(&shape(&c, &saved, &viewer(who.as_ref()), &fields)))
-        }
+        WriteOutcome::Done(saved) => Ok(ok_json(&shape(&c, saved, &viewer(who.as_ref()), &fields))),
         WriteOutcome::RuleFailed => Err(ApiError::new(StatusCode::BAD_REQUEST, MSG_CREATE_FAILED)),
     }
 }
@@ -585,8 +577,8 @@ pub(crate) async fn update(
         &c.rules.update
     })
     .await?;
-    let req = request_info(who.as_ref(), &method, &headers, &q, data.clone());
-    let rule = rule_condition(&c, &c.rules.update, &req, who.as_ref())?;
+    let req = RequestCtx::new(who.as_ref(), &method, &headers, &q, Some(&data));
+    let rule = rule_condition(&c, &c.rules.update, &req)?;
 
     let c2 = Arc::clone(&c);
     let id2 = id.clone();
@@ -676,7 +668,7 @@ pub(crate) async fn update(
             other => other.into(),
         })?
         .ok_or_else(ApiError::not_found)?;
-    Ok(ok_json(&shape(&c, &saved, &viewer(who.as_ref()), &fields)))
+    Ok(ok_json(&shape(&c, saved, &viewer(who.as_ref()), &fields)))
 }
 
 /// Auth records: password changes need `oldPassword` (except for superusers) and rotate the
@@ -776,8 +768,8 @@ pub(crate) async fn delete(
     }
     let who = caller(&state, &headers).await;
     let q = query_map(raw.as_deref());
-    let req = request_info(who.as_ref(), &method, &headers, &q, Map::new());
-    let rule = rule_condition(&c, &c.rules.delete, &req, who.as_ref())?;
+    let req = RequestCtx::new(who.as_ref(), &method, &headers, &q, None);
+    let rule = rule_condition(&c, &c.rules.delete, &req)?;
     let schema = state.store.schema();
     let c2 = Arc::clone(&c);
     let found = state

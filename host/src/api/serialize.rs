@@ -2,8 +2,8 @@
 //! fields only for superusers, auth secrets never, `email` only where PocketBase shows it.
 
 use crate::query::parse::{FieldSel, parse_fields};
+use crate::schema::Collection;
 use crate::schema::value::from_stored;
-use crate::schema::{Collection, FieldType};
 use crate::store::StoreRecord;
 use serde_json::{Map, Value, json};
 
@@ -17,46 +17,24 @@ pub(crate) struct Viewer {
     pub owner_view: bool,
 }
 
-pub(crate) fn record_json(
-    c: &Collection,
-    row: &StoreRecord,
-    viewer: &Viewer,
-) -> Map<String, Value> {
-    let mut pairs: Vec<(String, Value)> = Vec::with_capacity(c.fields.len() + 2);
-    let id = c
-        .fields
-        .iter()
-        .position(|f| f.name == "id")
-        .and_then(|i| {
-            from_stored(&c.fields[i], row[i].clone())
-                .as_str()
-                .map(str::to_owned)
-        })
-        .unwrap_or_default();
-    let is_owner =
-        viewer.owner_view || (viewer.caller_collection == c.id && viewer.caller_id == id);
-    let email_visible = c.is_auth()
-        && (viewer.superuser
-            || is_owner
+/// Consumes the row: every value moves into the JSON instead of being copied.
+pub(crate) fn record_json(c: &Collection, row: StoreRecord, viewer: &Viewer) -> Map<String, Value> {
+    // Only auth records can hide their email; base records skip the ownership work entirely.
+    let hide_email = c.is_auth()
+        && !(viewer.superuser
+            || viewer.owner_view
+            || (viewer.caller_collection == c.id && viewer.caller_id == c.stored_text(&row, "id"))
             || c.fields
                 .iter()
                 .position(|f| f.name == "emailVisibility")
                 .is_some_and(|i| from_stored(&c.fields[i], row[i].clone()) == json!(true)));
-    for (i, f) in c.fields.iter().enumerate() {
-        if c.is_auth() && (f.name == "password" || f.name == "tokenKey") {
+    let mut pairs: Vec<(String, Value)> = Vec::with_capacity(c.fields.len() + 2);
+    for (f, v) in c.fields.iter().zip(row) {
+        let secret = c.is_auth() && (f.name == "password" || f.name == "tokenKey");
+        if secret || (f.hidden && !viewer.superuser) || (hide_email && f.name == "email") {
             continue;
         }
-        if f.hidden && !viewer.superuser {
-            continue;
-        }
-        if c.is_auth() && f.name == "email" && !email_visible {
-            continue;
-        }
-        if f.kind == FieldType::Password {
-            pairs.push((f.name.clone(), json!("")));
-            continue;
-        }
-        pairs.push((f.name.clone(), from_stored(f, row[i].clone())));
+        pairs.push((f.name.clone(), from_stored(f, v)));
     }
     pairs.push(("collectionId".into(), json!(c.id)));
     pairs.push(("collectionName".into(), json!(c.name)));

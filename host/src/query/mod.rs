@@ -109,46 +109,42 @@ fn json_value_to_stored(v: &Value) -> Side {
 }
 
 fn macro_value(name: &str) -> Option<Side> {
-    use chrono::{Datelike, Duration, NaiveDate, Timelike, Utc};
+    use chrono::{DateTime, Datelike, Duration, NaiveDate, Timelike, Utc};
     let now = Utc::now();
-    let fmt = crate::schema::ids::format_time;
-    let day_start = now.date_naive().and_hms_opt(0, 0, 0)?.and_utc();
-    let month_start = NaiveDate::from_ymd_opt(now.year(), now.month(), 1)?
-        .and_hms_opt(0, 0, 0)?
-        .and_utc();
-    let next_month = if now.month() == 12 {
-        NaiveDate::from_ymd_opt(now.year() + 1, 1, 1)?
-    } else {
-        NaiveDate::from_ymd_opt(now.year(), now.month() + 1, 1)?
+    let midnight = |d: NaiveDate| d.and_hms_opt(0, 0, 0).map(|t| t.and_utc());
+    let first_of =
+        |year: i32, month: u32| NaiveDate::from_ymd_opt(year, month, 1).and_then(midnight);
+    // The last millisecond before `next`: how the *End macros are defined.
+    let before = |next: DateTime<Utc>| next - Duration::milliseconds(1);
+    let (year, month) = (now.year(), now.month());
+    let time = match name {
+        "@now" => now,
+        "@yesterday" => now - Duration::days(1),
+        "@tomorrow" => now + Duration::days(1),
+        "@todayStart" => midnight(now.date_naive())?,
+        "@todayEnd" => before(midnight(now.date_naive())? + Duration::days(1)),
+        "@monthStart" => first_of(year, month)?,
+        "@monthEnd" if month == 12 => before(first_of(year + 1, 1)?),
+        "@monthEnd" => before(first_of(year, month + 1)?),
+        "@yearStart" => first_of(year, 1)?,
+        "@yearEnd" => before(first_of(year + 1, 1)?),
+        _ => {
+            let n = match name {
+                "@second" => now.second(),
+                "@minute" => now.minute(),
+                "@hour" => now.hour(),
+                "@day" => now.day(),
+                "@month" => month,
+                "@weekday" => now.weekday().num_days_from_sunday(),
+                "@year" => return Some(Side::Param(Stored::Int(i64::from(year)))),
+                _ => return None,
+            };
+            return Some(Side::Param(Stored::Int(i64::from(n))));
+        }
     };
-    let year_start = NaiveDate::from_ymd_opt(now.year(), 1, 1)?
-        .and_hms_opt(0, 0, 0)?
-        .and_utc();
-    let year_end = NaiveDate::from_ymd_opt(now.year(), 12, 31)?
-        .and_hms_milli_opt(23, 59, 59, 999)?
-        .and_utc();
-    let end_of = |d: chrono::DateTime<Utc>| d - Duration::milliseconds(1);
-    let text = |t: chrono::DateTime<Utc>| Some(Side::Param(Stored::Text(fmt(t))));
-    let int = |i: i64| Some(Side::Param(Stored::Int(i)));
-    match name {
-        "@now" => text(now),
-        "@yesterday" => text(now - Duration::days(1)),
-        "@tomorrow" => text(now + Duration::days(1)),
-        "@todayStart" => text(day_start),
-        "@todayEnd" => text(end_of(day_start + Duration::days(1))),
-        "@monthStart" => text(month_start),
-        "@monthEnd" => text(end_of(next_month.and_hms_opt(0, 0, 0)?.and_utc())),
-        "@yearStart" => text(year_start),
-        "@yearEnd" => text(year_end),
-        "@second" => int(i64::from(now.second())),
-        "@minute" => int(i64::from(now.minute())),
-        "@hour" => int(i64::from(now.hour())),
-        "@day" => int(i64::from(now.day())),
-        "@month" => int(i64::from(now.month())),
-        "@weekday" => int(i64::from(now.weekday().num_days_from_sunday())),
-        "@year" => int(i64::from(now.year())),
-        _ => None,
-    }
+    Some(Side::Param(Stored::Text(crate::schema::ids::format_time(
+        time,
+    ))))
 }
 
 /// The SQL that reads a json column as a JSON value (PocketBase stores JSON with NUMERIC affinity).
@@ -623,6 +619,23 @@ mod tests {
             Err(QueryError::Resolve(_))
         ));
         assert!(compile_filter(&posts(), "title", &guest(), true).is_err());
+    }
+
+    #[test]
+    fn date_macros_bind_stored_date_text_and_numbers() {
+        let Some(Side::Param(Stored::Text(t))) = macro_value("@monthEnd") else {
+            panic!()
+        };
+        assert!(t.ends_with(" 23:59:59.999Z"), "{t}");
+        let Some(Side::Param(Stored::Text(t))) = macro_value("@yearStart") else {
+            panic!()
+        };
+        assert!(t.ends_with("-01-01 00:00:00.000Z"), "{t}");
+        assert!(matches!(
+            macro_value("@weekday"),
+            Some(Side::Param(Stored::Int(0..=6)))
+        ));
+        assert!(macro_value("@nope").is_none());
     }
 
     #[test]

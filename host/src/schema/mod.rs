@@ -194,6 +194,19 @@ impl Collection {
     pub(crate) fn field(&self, name: &str) -> Option<&Field> {
         self.fields.iter().find(|f| f.name == name)
     }
+    /// The raw stored text of column `name` in `row` ("" when absent or not text). Auth secrets
+    /// (password hash, tokenKey) are read through this: the API form blanks them.
+    pub(crate) fn stored_text<'r>(&self, row: &'r [value::Stored], name: &str) -> &'r str {
+        match self
+            .fields
+            .iter()
+            .position(|f| f.name == name)
+            .map(|i| &row[i])
+        {
+            Some(value::Stored::Text(t)) => t,
+            _ => "",
+        }
+    }
     pub(crate) fn is_auth(&self) -> bool {
         self.kind == CollectionType::Auth
     }

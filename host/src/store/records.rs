@@ -49,6 +49,34 @@ fn read_row(c: &Collection, r: &rusqlite::Row<'_>) -> rusqlite::Result<StoreReco
         .collect()
 }
 
+/// `SELECT [DISTINCT] <columns> FROM <table><joins> [WHERE ..] [ORDER BY ..] LIMIT ? OFFSET ?`.
+fn select_sql(c: &Collection, joins: &str, where_sql: &str, order_sql: &str) -> String {
+    // Joins can repeat a row; PocketBase de-duplicates with DISTINCT only then.
+    let distinct = if joins.is_empty() { "" } else { "DISTINCT " };
+    let mut sql = format!("SELECT {distinct}{} FROM {}{joins}", columns(c), q(&c.name));
+    if !where_sql.is_empty() {
+        sql.push_str(" WHERE ");
+        sql.push_str(where_sql);
+    }
+    if !order_sql.is_empty() {
+        sql.push_str(" ORDER BY ");
+        sql.push_str(order_sql);
+    }
+    sql.push_str(" LIMIT ? OFFSET ?");
+    sql
+}
+
+fn fetch(
+    conn: &Connection,
+    c: &Collection,
+    sql: &str,
+    params: &[&dyn ToSql],
+) -> Result<Vec<StoreRecord>> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let rows = stmt.query_map(params, |r| read_row(c, r))?;
+    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+}
+
 pub(crate) fn list(
     conn: &Connection,
     c: &Collection,
@@ -56,32 +84,11 @@ pub(crate) fn list(
     limit: i64,
     offset: i64,
 ) -> Result<Vec<StoreRecord>> {
-    let distinct = if sel.joins.is_empty() {
-        ""
-    } else {
-        "DISTINCT "
-    };
-    let mut sql = format!(
-        "SELECT {distinct}{} FROM {}{}",
-        columns(c),
-        q(&c.name),
-        sel.joins
-    );
-    if !sel.where_sql.is_empty() {
-        sql.push_str(" WHERE ");
-        sql.push_str(&sel.where_sql);
-    }
-    if !sel.order_sql.is_empty() {
-        sql.push_str(" ORDER BY ");
-        sql.push_str(&sel.order_sql);
-    }
-    sql.push_str(" LIMIT ? OFFSET ?");
+    let sql = select_sql(c, &sel.joins, &sel.where_sql, &sel.order_sql);
     let mut params: Vec<&dyn ToSql> = sel.params.iter().map(|p| p as &dyn ToSql).collect();
     params.push(&limit);
     params.push(&offset);
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map(params.as_slice(), |r| read_row(c, r))?;
-    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    fetch(conn, c, &sql, &params)
 }
 
 pub(crate) fn count(conn: &Connection, c: &Collection, sel: &Select) -> Result<i64> {
@@ -112,16 +119,20 @@ pub(crate) fn get(
     id: &str,
     extra: Option<&Select>,
 ) -> Result<Option<StoreRecord>> {
-    let mut sel = extra.cloned().unwrap_or_default();
     let cond = format!("{}.`id` = ?", q(&c.name));
-    sel.where_sql = if sel.where_sql.is_empty() {
-        cond
-    } else {
-        format!("({}) AND {cond}", sel.where_sql)
+    let (joins, where_sql, mut params): (&str, String, Vec<&dyn ToSql>) = match extra {
+        Some(sel) if !sel.where_sql.is_empty() => (
+            &sel.joins,
+            format!("({}) AND {cond}", sel.where_sql),
+            sel.params.iter().map(|p| p as &dyn ToSql).collect(),
+        ),
+        _ => ("", cond, Vec::new()),
     };
-    sel.params.push(Stored::Text(id.to_owned()));
-    sel.order_sql.clear();
-    Ok(list(conn, c, &sel, 1, 0)?.into_iter().next())
+    params.push(&id);
+    params.push(&1_i64);
+    params.push(&0_i64);
+    let sql = select_sql(c, joins, &where_sql, "");
+    Ok(fetch(conn, c, &sql, &params)?.into_iter().next())
 }
 
 /// The subset of `ids` that exist in `c`.
@@ -281,13 +292,7 @@ pub(crate) fn find_by(
     field: &str,
     value: &str,
 ) -> Result<Option<StoreRecord>> {
-    let sql = format!(
-        "SELECT {} FROM {} WHERE {} = ?1 LIMIT 1",
-        columns(c),
-        q(&c.name),
-        q(field)
-    );
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let mut rows = stmt.query_map([value], |r| read_row(c, r))?;
-    Ok(rows.next().transpose()?)
+    let sql = select_sql(c, "", &format!("{}.{} = ?", q(&c.name), q(field)), "");
+    let params: [&dyn ToSql; 3] = [&value, &1_i64, &0_i64];
+    Ok(fetch(conn, c, &sql, &params)?.into_iter().next())
 }
