@@ -2,7 +2,7 @@
 
 use super::error::{ApiError, ApiResult};
 use super::{Shared, caller, ok_json, query_map, require_superuser};
-use crate::query::{self, RequestInfo, Select};
+use crate::query::{self, RequestInfo};
 use crate::schema::define::{self, DefineError, build};
 use crate::schema::{Collection, Schema};
 use crate::store::{StoreError, ddl};
@@ -69,13 +69,15 @@ pub(crate) async fn list(
         is_superuser: true,
         ..RequestInfo::default()
     };
-    let mut sel = Select::default();
+    let empty = crate::schema::Schema::default();
+    let mut query = query::Query::new(&empty, &meta, &req);
     if let Some(Value::String(f)) = q.get("filter") {
-        sel = query::compile_filter(&meta, f, &req, true)?;
+        query.filter(f)?;
     }
     if let Some(Value::String(s)) = q.get("sort") {
-        sel.order_sql = query::compile_sort(&meta, s, &req)?;
+        query.sort(s)?;
     }
+    let sel = query.finish();
     // The filter was compiled against the pseudo-collection: evaluate it over the snapshot by
     // asking SQLite about each row of _collections through the same SQL.
     let ids: Vec<String> = state
@@ -146,7 +148,7 @@ fn finish_definition(
     Ok(c)
 }
 
-fn check_rules(c: &Collection, message: &str) -> Result<(), ApiError> {
+fn check_rules(schema: &Schema, c: &Collection, message: &str) -> Result<(), ApiError> {
     let req = RequestInfo::default();
     let mut data = Map::new();
     for (key, rule) in [
@@ -157,7 +159,7 @@ fn check_rules(c: &Collection, message: &str) -> Result<(), ApiError> {
         ("deleteRule", &c.rules.delete),
     ] {
         if let Some(r) = rule
-            && let Err(e) = query::compile_filter(c, r, &req, false)
+            && let Err(e) = query::compile_filter(schema, c, r, &req, false)
             && !matches!(e, query::QueryError::Unsupported(_))
         {
             data.insert(
@@ -214,7 +216,17 @@ async fn save(
     let new = build(&input, old.as_deref(), &state.store.schema())
         .map_err(|e| define_error(e, message))?;
     if !new.is_view() {
-        check_rules(&new, message)?;
+        // Rules may name the collection itself (self-relations, back-relations): check them
+        // against the schema as it will be once this collection is saved.
+        let current = state.store.schema();
+        let mut all: Vec<Collection> = current
+            .collections
+            .iter()
+            .filter(|c| c.id != new.id)
+            .map(|c| (**c).clone())
+            .collect();
+        all.push(new.clone());
+        check_rules(&Schema::new(all), &new, message)?;
     }
     let store = Arc::clone(&state.store);
     let saved = state

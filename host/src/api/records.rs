@@ -7,12 +7,12 @@ use super::serialize::{FieldsFilter, Viewer, record_json};
 use super::{Caller, RequestCtx, Shared, caller, find_collection, ok_json, query_map};
 use crate::auth::password;
 use crate::config::Limits;
-use crate::query::{self, Select};
+use crate::query::{self, Query, Select};
 use crate::schema::define::verr;
 use crate::schema::value::{
     self, Modifier, Stored, apply_modifier, coerce, from_stored, split_modifier, zero,
 };
-use crate::schema::{Collection, FieldType, SUPERUSERS_ID, ids};
+use crate::schema::{Collection, FieldType, SUPERUSERS_ID, Schema, ids};
 use crate::store::{StoreError, StoreRecord, records as store_records};
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
@@ -63,6 +63,7 @@ fn viewer(who: Option<&Caller>) -> Viewer {
 
 /// A rule as an extra condition: None = no condition (superuser or public), Err = 403 for `null`.
 fn rule_condition(
+    schema: &Schema,
     c: &Collection,
     rule: &Option<String>,
     req: &RequestCtx<'_>,
@@ -73,7 +74,13 @@ fn rule_condition(
     match rule {
         None => Err(ApiError::superusers_only()),
         Some(r) if r.trim().is_empty() => Ok(None),
-        Some(r) => Ok(Some(query::compile_filter(c, r, req.info(), false)?)),
+        Some(r) => Ok(Some(query::compile_filter(
+            schema,
+            c,
+            r,
+            req.info(),
+            false,
+        )?)),
     }
 }
 
@@ -111,20 +118,26 @@ pub(crate) async fn list(
     let who = caller(&state, &headers).await;
     let q = query_map(raw.as_deref());
     let req = RequestCtx::new(who.as_ref(), &method, &headers, &q, None);
-    let rule = rule_condition(&c, &c.rules.list, &req)?;
+    let schema = state.store.schema();
+    let mut query = Query::new(&schema, &c, req.info());
+    if !req.is_superuser() {
+        match &c.rules.list {
+            None => return Err(ApiError::superusers_only()),
+            Some(r) => query.rule(r)?,
+        }
+    }
     let (page, per_page) = paging(&q, &state.cfg.limits)?;
     let skip = skip_total(&q)?;
     refuse_expand(&q)?;
     let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
         .map_err(|_| ApiError::bad_request())?;
-
-    let mut sel = rule.unwrap_or_default();
     if let Some(Value::String(f)) = q.get("filter") {
-        sel.and(query::compile_filter(&c, f, req.info(), true)?);
+        query.filter(f)?;
     }
     if let Some(Value::String(s)) = q.get("sort") {
-        sel.order_sql = query::compile_sort(&c, s, req.info())?;
+        query.sort(s)?;
     }
+    let sel = query.finish();
 
     let c2 = Arc::clone(&c);
     let (rows, total) = state
@@ -165,7 +178,7 @@ pub(crate) async fn view(
     let who = caller(&state, &headers).await;
     let q = query_map(raw.as_deref());
     let req = RequestCtx::new(who.as_ref(), &method, &headers, &q, None);
-    let rule = rule_condition(&c, &c.rules.view, &req)?;
+    let rule = rule_condition(&state.store.schema(), &c, &c.rules.view, &req)?;
     refuse_expand(&q)?;
     let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
         .map_err(|_| ApiError::bad_request())?;
@@ -529,7 +542,7 @@ pub(crate) async fn create(
         .map_err(|e| validation_error(MSG_CREATE_FAILED, e))?;
 
     let req = RequestCtx::new(who.as_ref(), &method, &headers, &q, Some(&data));
-    let rule = rule_condition(&c, &c.rules.create, &req)?;
+    let rule = rule_condition(&state.store.schema(), &c, &c.rules.create, &req)?;
     hash_passwords(&c, &mut draft).await?;
     let row = to_row(&c, &draft, None);
     let id = draft.values[id_idx].as_str().unwrap_or("").to_owned();
@@ -578,7 +591,7 @@ pub(crate) async fn update(
     })
     .await?;
     let req = RequestCtx::new(who.as_ref(), &method, &headers, &q, Some(&data));
-    let rule = rule_condition(&c, &c.rules.update, &req)?;
+    let rule = rule_condition(&state.store.schema(), &c, &c.rules.update, &req)?;
 
     let c2 = Arc::clone(&c);
     let id2 = id.clone();
@@ -769,7 +782,7 @@ pub(crate) async fn delete(
     let who = caller(&state, &headers).await;
     let q = query_map(raw.as_deref());
     let req = RequestCtx::new(who.as_ref(), &method, &headers, &q, None);
-    let rule = rule_condition(&c, &c.rules.delete, &req)?;
+    let rule = rule_condition(&state.store.schema(), &c, &c.rules.delete, &req)?;
     let schema = state.store.schema();
     let c2 = Arc::clone(&c);
     let found = state
