@@ -5,6 +5,7 @@ mod auth;
 mod body;
 mod collections;
 pub(crate) mod error;
+mod expand;
 mod health;
 mod records;
 mod serialize;

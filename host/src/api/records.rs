@@ -3,6 +3,7 @@
 
 use super::body;
 use super::error::{ApiError, ApiResult, MSG_MISSING_COLLECTION};
+use super::expand::{ExpandCtx, ExpandPaths, expand_rows};
 use super::serialize::{FieldsFilter, Viewer, record_json};
 use super::{Caller, RequestCtx, Shared, caller, find_collection, ok_json, query_map};
 use crate::auth::password;
@@ -88,19 +89,17 @@ fn collection_or_404(state: &Shared, key: &str, message: &str) -> ApiResult<Arc<
     find_collection(state, key).ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, message))
 }
 
-/// Until expand lands, an expand we cannot honour is refused rather than silently ignored.
-fn refuse_expand(q: &Map<String, Value>) -> ApiResult<()> {
-    match q.get("expand").and_then(Value::as_str) {
-        Some(e) if !e.trim().is_empty() => {
-            tracing::info!(expand = e, "expand is not supported yet");
-            Err(ApiError::bad_request())
-        }
-        _ => Ok(()),
+fn shape(
+    c: &Collection,
+    row: StoreRecord,
+    view: &Viewer,
+    fields: &Option<FieldsFilter>,
+    expand: Option<Map<String, Value>>,
+) -> Value {
+    let mut m = record_json(c, row, view);
+    if let Some(e) = expand {
+        m.insert("expand".into(), Value::Object(e));
     }
-}
-
-fn shape(c: &Collection, row: StoreRecord, view: &Viewer, fields: &Option<FieldsFilter>) -> Value {
-    let m = record_json(c, row, view);
     Value::Object(match fields {
         Some(f) => f.apply(m),
         None => m,
@@ -128,9 +127,9 @@ pub(crate) async fn list(
     }
     let (page, per_page) = paging(&q, &state.cfg.limits)?;
     let skip = skip_total(&q)?;
-    refuse_expand(&q)?;
     let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
         .map_err(|_| ApiError::bad_request())?;
+    let expand = expand_request(&q, &schema, &req, who.as_ref());
     if let Some(Value::String(f)) = q.get("filter") {
         query.filter(f)?;
     }
@@ -140,7 +139,7 @@ pub(crate) async fn list(
     let sel = query.finish();
 
     let c2 = Arc::clone(&c);
-    let (rows, total) = state
+    let rows = state
         .store
         .read(move |conn| {
             let rows = store_records::list(conn, &c2, &sel, per_page, (page - 1) * per_page)?;
@@ -149,13 +148,16 @@ pub(crate) async fn list(
             } else {
                 store_records::count(conn, &c2, &sel)?
             };
-            Ok((rows, total))
+            let expanded = run_expand(conn, &c2, &rows, expand.as_ref())?;
+            Ok((rows, total, expanded))
         })
         .await?;
+    let (rows, total, expanded) = (rows.0, rows.1, rows.2);
     let view = viewer(who.as_ref());
     let items: Vec<Value> = rows
         .into_iter()
-        .map(|r| shape(&c, r, &view, &fields))
+        .zip(expanded)
+        .map(|(r, e)| shape(&c, r, &view, &fields, e))
         .collect();
     let pages = if total < 0 {
         -1
@@ -178,17 +180,31 @@ pub(crate) async fn view(
     let who = caller(&state, &headers).await;
     let q = query_map(raw.as_deref());
     let req = RequestCtx::new(who.as_ref(), &method, &headers, &q, None);
-    let rule = rule_condition(&state.store.schema(), &c, &c.rules.view, &req)?;
-    refuse_expand(&q)?;
+    let schema = state.store.schema();
+    let rule = rule_condition(&schema, &c, &c.rules.view, &req)?;
     let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
         .map_err(|_| ApiError::bad_request())?;
+    let expand = expand_request(&q, &schema, &req, who.as_ref());
     let c2 = Arc::clone(&c);
-    let row = state
+    let (row, expanded) = state
         .store
-        .read(move |conn| store_records::get(conn, &c2, &id, rule.as_ref()))
+        .read(move |conn| {
+            let Some(row) = store_records::get(conn, &c2, &id, rule.as_ref())? else {
+                return Ok(None);
+            };
+            let rows = vec![row];
+            let e = run_expand(conn, &c2, &rows, expand.as_ref())?;
+            Ok(rows.into_iter().zip(e).next())
+        })
         .await?
         .ok_or_else(ApiError::not_found)?;
-    Ok(ok_json(&shape(&c, row, &viewer(who.as_ref()), &fields)))
+    Ok(ok_json(&shape(
+        &c,
+        row,
+        &viewer(who.as_ref()),
+        &fields,
+        expanded,
+    )))
 }
 
 /// The record being written, in API form, aligned with the collection's fields.
@@ -429,7 +445,6 @@ async fn write_request(
         return Err(ApiError::superusers_only());
     }
     let q = query_map(raw);
-    refuse_expand(&q)?;
     let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
         .map_err(|_| ApiError::bad_request())?;
     let parsed = body::parse(headers, body, state.cfg.http.body_bytes_max).await?;
@@ -566,7 +581,19 @@ pub(crate) async fn create(
             other => other.into(),
         })?;
     match outcome {
-        WriteOutcome::Done(saved) => Ok(ok_json(&shape(&c, saved, &viewer(who.as_ref()), &fields))),
+        WriteOutcome::Done(saved) => {
+            respond_written(
+                &state,
+                &c,
+                saved,
+                &q,
+                &method,
+                &headers,
+                who.as_ref(),
+                &fields,
+            )
+            .await
+        }
         WriteOutcome::RuleFailed => Err(ApiError::new(StatusCode::BAD_REQUEST, MSG_CREATE_FAILED)),
     }
 }
@@ -681,7 +708,82 @@ pub(crate) async fn update(
             other => other.into(),
         })?
         .ok_or_else(ApiError::not_found)?;
-    Ok(ok_json(&shape(&c, saved, &viewer(who.as_ref()), &fields)))
+    respond_written(
+        &state,
+        &c,
+        saved,
+        &q,
+        &method,
+        &headers,
+        who.as_ref(),
+        &fields,
+    )
+    .await
+}
+
+/// The parsed `expand` and the context it runs in, when the request asks for one.
+fn expand_request(
+    q: &Map<String, Value>,
+    schema: &Arc<Schema>,
+    req: &RequestCtx<'_>,
+    who: Option<&Caller>,
+) -> Option<(ExpandPaths, ExpandCtx)> {
+    let paths = ExpandPaths::parse(q.get("expand").and_then(Value::as_str))?;
+    let mut info = req.info().clone();
+    info.context = "expand".into();
+    Some((
+        paths,
+        ExpandCtx {
+            schema: Arc::clone(schema),
+            req: info,
+            viewer: viewer(who),
+        },
+    ))
+}
+
+fn run_expand(
+    conn: &rusqlite::Connection,
+    c: &Arc<Collection>,
+    rows: &[StoreRecord],
+    expand: Option<&(ExpandPaths, ExpandCtx)>,
+) -> crate::store::Result<Vec<Option<Map<String, Value>>>> {
+    match expand {
+        Some((paths, ctx)) => expand_rows(conn, ctx, c, rows, paths),
+        None => Ok(vec![None; rows.len()]),
+    }
+}
+
+/// A create or update response: the saved record, expanded as asked, then `fields`.
+#[allow(clippy::too_many_arguments)]
+async fn respond_written(
+    state: &Shared,
+    c: &Arc<Collection>,
+    saved: StoreRecord,
+    q: &Map<String, Value>,
+    method: &Method,
+    headers: &HeaderMap,
+    who: Option<&Caller>,
+    fields: &Option<FieldsFilter>,
+) -> ApiResult<Response> {
+    let schema = state.store.schema();
+    let req = RequestCtx::new(who, method, headers, q, None);
+    let expand = expand_request(q, &schema, &req, who);
+    let (row, expanded) = match expand {
+        None => (saved, None),
+        Some(e) => {
+            let c2 = Arc::clone(c);
+            state
+                .store
+                .read(move |conn| {
+                    let rows = vec![saved];
+                    let x = run_expand(conn, &c2, &rows, Some(&e))?;
+                    Ok(rows.into_iter().zip(x).next())
+                })
+                .await?
+                .ok_or_else(ApiError::not_found)?
+        }
+    };
+    Ok(ok_json(&shape(c, row, &viewer(who), fields, expanded)))
 }
 
 /// Auth records: password changes need `oldPassword` (except for superusers) and rotate the

@@ -108,7 +108,7 @@ fn json_array_length(col: &str) -> String {
 }
 
 /// Does `indexes` hold a UNIQUE index on exactly `column`?
-fn has_single_column_unique_index(indexes: &[String], column: &str) -> bool {
+pub(crate) fn has_single_column_unique_index(indexes: &[String], column: &str) -> bool {
     indexes.iter().any(|ix| {
         let upper = ix.to_ascii_uppercase();
         if !upper.trim_start().starts_with("CREATE UNIQUE INDEX") {
