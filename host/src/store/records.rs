@@ -77,6 +77,11 @@ fn fetch(
     Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
 }
 
+/// The statement [`list`] runs for `sel` (LIMIT and OFFSET left as parameters).
+pub(crate) fn list_sql(c: &Collection, sel: &Select) -> String {
+    select_sql(c, &sel.joins, &sel.where_sql, &sel.order_sql)
+}
+
 pub(crate) fn list(
     conn: &Connection,
     c: &Collection,

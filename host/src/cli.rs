@@ -1,0 +1,146 @@
+//! Process edge: the command line (PocketBase's verbs), config, tracing, listener, signals.
+
+use crate::config::{Config, Overrides};
+use crate::{app, store};
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+#[derive(Parser)]
+#[command(
+    name = "ferrobase",
+    version,
+    about = "A PocketBase-compatible backend: one binary, embedded SQLite"
+)]
+struct Cli {
+    /// The data directory (default: ./pb_data).
+    #[arg(long, global = true, env = "FERROBASE_DIR")]
+    dir: Option<PathBuf>,
+    /// The configuration file (default: ./pb.toml when present).
+    #[arg(long, global = true, env = "FERROBASE_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start the web server (the default command).
+    Serve {
+        /// TCP address to listen on, e.g. 127.0.0.1:8090.
+        #[arg(long, env = "FERROBASE_HTTP")]
+        http: Option<String>,
+    },
+    /// Manage superusers.
+    Superuser {
+        #[command(subcommand)]
+        action: SuperuserAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum SuperuserAction {
+    /// Create the superuser, or set its password when it exists.
+    Upsert { email: String, password: String },
+    /// Create a new superuser.
+    Create { email: String, password: String },
+    /// Change an existing superuser's password.
+    Update { email: String, password: String },
+    /// Delete a superuser.
+    Delete { email: String },
+}
+
+fn init_tracing(level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutting down: draining in-flight requests");
+}
+
+fn try_run() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let http = match &cli.command {
+        Some(Command::Serve { http }) => http.clone(),
+        _ => None,
+    };
+    let cfg = Config::load(&Overrides {
+        config: cli.config.clone(),
+        http,
+        dir: cli.dir.clone(),
+    })
+    .map_err(anyhow::Error::msg)?;
+    init_tracing(&cfg.log.level);
+    match cli.command {
+        Some(Command::Superuser { action }) => superuser(&cfg, action),
+        None | Some(Command::Serve { .. }) => serve(cfg),
+    }
+}
+
+fn serve(cfg: Config) -> anyhow::Result<()> {
+    let cfg = Arc::new(cfg);
+    let store = app::open_store(&cfg).map_err(anyhow::Error::msg)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(&cfg.http.addr).await?;
+        tracing::info!(addr = %listener.local_addr()?, dir = %cfg.store.dir.display(), "ferrobase serving");
+        app::serve(Arc::clone(&cfg), store, listener, shutdown_signal()).await?;
+        anyhow::Ok(())
+    })?;
+    Ok(())
+}
+
+fn superuser(cfg: &Config, action: SuperuserAction) -> anyhow::Result<()> {
+    let store = app::open_store(cfg).map_err(anyhow::Error::msg)?;
+    let (email, password, mode) = match action {
+        SuperuserAction::Upsert { email, password } => {
+            (email, Some(password), store::superusers::Mode::Upsert)
+        }
+        SuperuserAction::Create { email, password } => {
+            (email, Some(password), store::superusers::Mode::Create)
+        }
+        SuperuserAction::Update { email, password } => {
+            (email, Some(password), store::superusers::Mode::Update)
+        }
+        SuperuserAction::Delete { email } => (email, None, store::superusers::Mode::Delete),
+    };
+    let msg = store::superusers::apply(&store, &email, password.as_deref(), mode)
+        .map_err(anyhow::Error::msg)?;
+    println!("{msg}");
+    store.close();
+    Ok(())
+}
+
+/// The `ferrobase` command line: parse, run, and map the outcome to an exit code.
+pub fn run() -> ExitCode {
+    match try_run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

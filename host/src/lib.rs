@@ -1,0 +1,15 @@
+//! Ferrobase: a PocketBase-compatible backend. The `ferrobase` binary is a thin wrapper over
+//! [`run`]; [`testkit`] opens the query compiler to benches, fuzzing and tests. Everything else is
+//! crate-private: the HTTP API is the product's interface.
+
+mod api;
+mod app;
+mod auth;
+mod cli;
+mod config;
+mod query;
+mod schema;
+mod store;
+pub mod testkit;
+
+pub use cli::run;
