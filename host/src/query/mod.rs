@@ -1379,3 +1379,155 @@ pub(crate) fn compile_filter(
     }
     Ok(q.finish())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::define::build;
+    use serde_json::json;
+
+    fn schema() -> Schema {
+        let tags = build(
+            &json!({"id": "pbc_tags", "name": "tags", "listRule": "rank > 0",
+                "fields": [{"name": "name", "type": "text"}, {"name": "rank", "type": "number"}]}),
+            None,
+            &Schema::default(),
+        )
+        .unwrap();
+        let first = Schema::new(vec![tags.clone()]);
+        let posts = build(
+            &json!({"id": "pbc_posts", "name": "posts", "fields": [
+                {"name": "title", "type": "text"}, {"name": "views", "type": "number"},
+                {"name": "meta", "type": "json"}, {"name": "secret", "type": "text", "hidden": true},
+                {"name": "tags", "type": "relation", "collectionId": "pbc_tags", "maxSelect": 3}]}),
+            None,
+            &first,
+        )
+        .unwrap();
+        Schema::new(vec![tags, posts])
+    }
+
+    fn compile(filter: &str, req: &RequestInfo) -> Result<Select, QueryError> {
+        let s = schema();
+        let posts = s.by_name("posts").unwrap().clone();
+        let mut q = Query::new(&s, &posts, req);
+        q.filter(filter)?;
+        Ok(q.finish())
+    }
+
+    fn superuser() -> RequestInfo {
+        RequestInfo {
+            is_superuser: true,
+            ..RequestInfo::default()
+        }
+    }
+
+    #[test]
+    fn like_patterns_follow_pocketbase_escaping() {
+        assert_eq!(like_pattern("a_b"), "%a\\_b%");
+        assert_eq!(like_pattern("100%"), "100%");
+        assert_eq!(like_pattern("100\\%"), "%100\\%%");
+        assert_eq!(like_pattern("a\\"), "%a\\\\%");
+        assert_eq!(like_pattern(""), "%%");
+        assert!(contains_unescaped("a%", '%'));
+        assert!(!contains_unescaped("a\\%", '%'));
+        assert!(contains_unescaped("a\\\\%", '%'));
+    }
+
+    #[test]
+    fn unused_params_are_dropped_and_the_rest_renumbered_in_reading_order() {
+        let s = compile(r#"title = "" && views > 3 && title != "x""#, &superuser()).unwrap();
+        assert_eq!(
+            s.where_sql,
+            "(((`posts`.`title` = '' OR `posts`.`title` IS NULL) AND `posts`.`views` > ?1) AND `posts`.`title` IS NOT ?2)"
+        );
+        assert_eq!(s.params, vec![Stored::Real(3.0), Stored::Text("x".into())]);
+    }
+
+    #[test]
+    fn plain_operators_over_multi_relations_mean_every_value() {
+        let s = compile(r#"tags.name = "a""#, &superuser()).unwrap();
+        assert!(s.joins.contains("LEFT JOIN json_each("), "{}", s.joins);
+        assert!(
+            s.where_sql
+                .contains("NOT EXISTS (SELECT 1 FROM (SELECT `__mm_posts_tags`.`name`"),
+            "{}",
+            s.where_sql
+        );
+        let any = compile(r#"tags.name ?= "a""#, &superuser()).unwrap();
+        assert!(!any.where_sql.contains("NOT EXISTS"), "{}", any.where_sql);
+    }
+
+    #[test]
+    fn guests_joins_carry_the_joined_list_rule_and_hidden_fields_stay_hidden() {
+        let s = compile(r#"tags.name ?= "a""#, &RequestInfo::default()).unwrap();
+        assert!(
+            s.where_sql.contains("`posts_tags`.`rank` > ?"),
+            "{}",
+            s.where_sql
+        );
+        assert!(matches!(
+            compile("secret = 'x'", &RequestInfo::default()),
+            Err(QueryError::Resolve(_))
+        ));
+        assert!(compile("secret = 'x'", &superuser()).is_ok());
+        assert_eq!(
+            compile("@request.auth.id != ''", &RequestInfo::default()),
+            Err(QueryError::Forbidden("@request."))
+        );
+    }
+
+    #[test]
+    fn rules_see_request_values_as_bound_parameters() {
+        let mut req = RequestInfo::default();
+        let mut a = Map::new();
+        a.insert("id".into(), json!("abc"));
+        req.auth = Some(a);
+        let s = schema();
+        let posts = s.by_name("posts").unwrap().clone();
+        let mut q = Query::new(&s, &posts, &req);
+        q.rule("@request.auth.id != '' && title = @request.auth.id")
+            .unwrap();
+        let sel = q.finish();
+        assert_eq!(sel.where_sql, "(?1 IS NOT '' AND `posts`.`title` = ?2)");
+        assert_eq!(
+            sel.params,
+            vec![Stored::Text("abc".into()), Stored::Text("abc".into())]
+        );
+        let nobody = RequestInfo::default();
+        let mut guest = Query::new(&s, &posts, &nobody);
+        guest.rule("@request.auth.id != ''").unwrap();
+        assert_eq!(guest.finish().where_sql, "'' IS NOT ''");
+    }
+
+    #[test]
+    fn sort_keys_compile_with_their_joins() {
+        let s = schema();
+        let posts = s.by_name("posts").unwrap().clone();
+        let su = superuser();
+        let mut q = Query::new(&s, &posts, &su);
+        q.sort("-views,+title,@rowid,tags.name").unwrap();
+        let sel = q.finish();
+        assert_eq!(
+            sel.order_sql,
+            "`posts`.`views` DESC, `posts`.`title` ASC, `posts`.`_rowid_` ASC, `posts_tags`.`name` ASC"
+        );
+        assert!(sel.joins.contains("`posts_tags`"));
+        let mut bad = Query::new(&s, &posts, &su);
+        assert!(bad.sort("nope").is_err());
+    }
+
+    #[test]
+    fn date_macros_bind_stored_date_text_and_numbers() {
+        let Some(Stored::Text(t)) = macro_value("@monthEnd") else {
+            panic!()
+        };
+        assert!(t.ends_with(" 23:59:59.999Z"), "{t}");
+        let Some(Stored::Text(t)) = macro_value("@yearStart") else {
+            panic!()
+        };
+        assert!(t.ends_with("-01-01 00:00:00.000Z"), "{t}");
+        assert!(matches!(macro_value("@weekday"), Some(Stored::Int(0..=6))));
+        assert!(macro_value("@nope").is_none());
+    }
+}
