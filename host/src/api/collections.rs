@@ -160,7 +160,6 @@ fn check_rules(schema: &Schema, c: &Collection, message: &str) -> Result<(), Api
     ] {
         if let Some(r) = rule
             && let Err(e) = query::compile_filter(schema, c, r, &req, false)
-            && !matches!(e, query::QueryError::Unsupported(_))
         {
             data.insert(
                 key.into(),

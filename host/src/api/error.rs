@@ -73,9 +73,7 @@ impl From<QueryError> for ApiError {
                 StatusCode::FORBIDDEN,
                 format!("Only superusers can filter by {what}"),
             ),
-            QueryError::Parse(_) | QueryError::Resolve(_) | QueryError::Unsupported(_) => {
-                Self::bad_request()
-            }
+            QueryError::Parse(_) | QueryError::Resolve(_) => Self::bad_request(),
         }
     }
 }

@@ -29,10 +29,6 @@ pub(crate) enum QueryError {
     Parse(String),
     #[error("invalid left or right operand: {0}")]
     Resolve(String),
-    /// Part of the language this build does not compile; the request gets PocketBase's 400
-    /// instead of a silently wrong list.
-    #[error("not supported: {0}")]
-    Unsupported(String),
     /// Client filters and sorts may not use `@request.` / `@collection.` (PocketBase: 403).
     #[error("Only superusers can filter by {0}")]
     Forbidden(&'static str),
@@ -1169,9 +1165,8 @@ impl<'a> Query<'a> {
             let name = &p.segments[2];
             if let Some(f) = scope.coll.field(name) {
                 if f.kind == FieldType::Relation && p.segments.len() > 3 {
-                    return Err(QueryError::Unsupported(
-                        "relation paths from @request.body".into(),
-                    ));
+                    let (target_key, multi) = (f.opt_str("collectionId").to_owned(), f.is_multi());
+                    return self.body_relation(scope, name, &target_key, multi, p);
                 }
                 if p.segments.len() == 3 {
                     match p.modifier {
@@ -1238,6 +1233,41 @@ impl<'a> Query<'a> {
             res.sql = format!("LOWER({})", res.sql);
         }
         res
+    }
+
+    /// `@request.body.<relation>.<field>...`: the submitted ids joined to their collection.
+    fn body_relation(
+        &mut self,
+        scope: &Scope,
+        name: &str,
+        target_key: &str,
+        multi: bool,
+        p: &Path,
+    ) -> Result<Res, QueryError> {
+        let Some(target) = self.schema.by_id_or_name(target_key).cloned() else {
+            return resolve_err(format!("failed to load the collection of {name:?}"));
+        };
+        let ids = body_items(self.req.body.get(name));
+        let json = Value::Array(ids.into_iter().map(Value::String).collect()).to_string();
+        let (ph, _) = self.bind(Stored::Text(json));
+        let alias = format!("__data_{}_{name}", target.name);
+        let on = |a: &str| format!("{}.`id` IN (SELECT `value` FROM json_each({ph}))", qi(a));
+        self.register_join(Join {
+            table: qi(&target.name),
+            alias: alias.clone(),
+            on: Some(on(&alias)),
+        });
+        let mut w = self.walk(scope, &target, &alias, true);
+        let mm_alias = format!("__mm{alias}");
+        w.mm.joins.push(Join {
+            table: qi(&target.name),
+            alias: mm_alias.clone(),
+            on: Some(on(&mm_alias)),
+        });
+        w.mm_alias = mm_alias;
+        w.with_mm = multi;
+        w.nullify_missing = true;
+        self.walk_props(scope, w, &p.segments[3..], p.modifier)
     }
 
     /// `@request.body.<multi>:each`: the submitted items as joined rows.
