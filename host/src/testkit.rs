@@ -72,6 +72,7 @@ impl Default for Fixture {
 impl Fixture {
     pub fn new() -> Fixture {
         let conn = Connection::open_in_memory().expect("in-memory sqlite");
+        crate::store::register_functions(&conn).expect("sql functions");
         let mut built: Vec<Collection> = Vec::new();
         for def in definitions() {
             let schema = Schema::new(built.clone());

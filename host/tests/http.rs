@@ -839,33 +839,93 @@ fn sigterm_exits_cleanly_and_checkpoints_the_wal() {
     assert_eq!(list(&s, "notes", "", Some(&su)).json["totalItems"], 20);
 }
 
-/// Not PocketBase's behaviour (it ignores relation names it cannot expand): this build has no
-/// expand yet, so it refuses `expand` rather than answer without it, and writes nothing.
+/// Each expanded record passes its own collection's viewRule; the records of one page are
+/// expanded together, nested paths go through, unknown names are ignored (no `expand` key).
 #[test]
-fn expand_is_refused_until_it_is_built() {
+fn expand_checks_each_related_record_and_ignores_unknown_names() {
     let s = Server::start();
     let su = s.su_token();
-    s.create_collection(&su, posts_def());
-    let base = "/api/collections/posts/records";
-    let r = s.req("POST", base, None, Some(&json!({"title": "a"})));
-    let path = format!("{base}/{}", r.json["id"].as_str().unwrap());
-    let body = json!({"title": "b"});
-    for (m, p) in [
-        ("GET", base),
-        ("GET", &path),
-        ("POST", base),
-        ("PATCH", &path),
-    ] {
+    let people = s.create_collection(
+        &su,
+        json!({"name": "people", "listRule": "", "viewRule": "public = true",
+            "fields": [{"name": "name", "type": "text"}, {"name": "public", "type": "bool"}]}),
+    );
+    let pid = people["id"].as_str().unwrap();
+    s.create_collection(
+        &su,
+        json!({"name": "posts", "listRule": "", "viewRule": "", "createRule": "",
+            "fields": [{"name": "title", "type": "text"},
+                {"name": "author", "type": "relation", "collectionId": pid, "maxSelect": 1},
+                {"name": "fans", "type": "relation", "collectionId": pid, "maxSelect": 5}]}),
+    );
+    let mk = |name: &str, public: bool| {
         let r = s.req(
-            m,
-            &format!("{p}?expand=anything"),
-            None,
-            (m == "POST" || m == "PATCH").then_some(&body),
+            "POST",
+            "/api/collections/people/records",
+            Some(&su),
+            Some(&json!({"name": name, "public": public})),
         );
-        assert_eq!((r.status, r.json), (400, err(400, BAD_REQUEST)), "{m} {p}");
+        r.json["id"].as_str().unwrap().to_owned()
+    };
+    let (ann, bob, cy) = (mk("ann", true), mk("bob", false), mk("cy", true));
+    for (title, author, fans) in [
+        (
+            "p1",
+            ann.as_str(),
+            vec![cy.as_str(), bob.as_str(), ann.as_str()],
+        ),
+        ("p2", bob.as_str(), vec![]),
+        ("p3", "", vec![]),
+    ] {
+        let body = json!({"title": title, "author": author, "fans": fans});
+        let r = s.req("POST", "/api/collections/posts/records", None, Some(&body));
+        assert_eq!(r.status, 200, "{}", r.json);
     }
-    let r = list(&s, "posts", "", None);
-    assert_eq!(titles(&r), ["a"], "the refused writes changed nothing");
+    let guest = list(&s, "posts", "sort=title&expand=author,fans,nope", None);
+    let items = guest.json["items"].as_array().unwrap();
+    assert_eq!(items[0]["expand"]["author"]["name"], "ann");
+    let fans: Vec<&str> = items[0]["expand"]["fans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        fans,
+        ["cy", "ann"],
+        "stored order, bob (not viewable) left out"
+    );
+    assert_eq!(
+        items[1]["expand"],
+        json!({}),
+        "bob is not viewable by a guest"
+    );
+    assert_eq!(items[2]["expand"], json!({}));
+    let admin = list(&s, "posts", "sort=title&expand=author", Some(&su));
+    assert_eq!(admin.json["items"][1]["expand"]["author"]["name"], "bob");
+    let unknown = list(&s, "posts", "expand=nope,title", None);
+    assert!(unknown.json["items"][0].get("expand").is_none());
+    let picked = list(
+        &s,
+        "posts",
+        "sort=title&expand=author&fields=title,expand.author.name",
+        None,
+    );
+    assert_eq!(
+        picked.json["items"][0],
+        json!({"title": "p1", "expand": {"author": {"name": "ann"}}})
+    );
+    let back = s.req(
+        "GET",
+        &format!("/api/collections/people/records/{ann}?expand=posts_via_fans.author"),
+        None,
+        None,
+    );
+    assert_eq!(back.json["expand"]["posts_via_fans"][0]["title"], "p1");
+    assert_eq!(
+        back.json["expand"]["posts_via_fans"][0]["expand"]["author"]["name"],
+        "ann"
+    );
 }
 
 #[test]

@@ -676,21 +676,17 @@ impl<'a> Query<'a> {
     // --- functions --------------------------------------------------------------------------
 
     fn call(&mut self, scope: &Scope, name: &str, args: &[Operand]) -> Result<Res, QueryError> {
-        let mut resolved = Vec::with_capacity(args.len());
-        match name {
+        let render: fn(&[&str]) -> String = match name {
             "geoDistance" => {
                 if args.len() != 4 {
                     return resolve_err("geoDistance expects 4 arguments");
                 }
-                for a in args {
-                    resolved.push(self.operand(scope, a)?);
+                |a: &[&str]| {
+                    let (lon_a, lat_a, lon_b, lat_b) = (a[0], a[1], a[2], a[3]);
+                    format!(
+                        "(6371 * acos(min(1, max(-1, cos(radians({lat_a})) * cos(radians({lat_b})) * cos(radians({lon_b}) - radians({lon_a})) + sin(radians({lat_a})) * sin(radians({lat_b}))))))"
+                    )
                 }
-                let s: Vec<&str> = resolved.iter().map(|r| r.sql.as_str()).collect();
-                let (lon_a, lat_a, lon_b, lat_b) = (s[0], s[1], s[2], s[3]);
-                let sql = format!(
-                    "(6371 * acos(min(1, max(-1, cos(radians({lat_a})) * cos(radians({lat_b})) * cos(radians({lon_b}) - radians({lon_a})) + sin(radians({lat_a})) * sin(radians({lat_b}))))))"
-                );
-                Ok(self.combined(sql, &resolved))
             }
             "strftime" => {
                 if args.is_empty() || args.len() > 10 {
@@ -699,25 +695,46 @@ impl<'a> Query<'a> {
                 if !matches!(args[0], Operand::Text(_)) {
                     return resolve_err("strftime's format must be a text literal");
                 }
-                for a in args {
-                    resolved.push(self.operand(scope, a)?);
-                }
-                let parts: Vec<&str> = resolved.iter().map(|r| r.sql.as_str()).collect();
-                let sql = format!("strftime({})", parts.join(","));
-                Ok(self.combined(sql, &resolved))
+                |a: &[&str]| format!("strftime({})", a.join(","))
             }
-            _ => resolve_err(format!("unknown function {name:?}")),
+            _ => return resolve_err(format!("unknown function {name:?}")),
+        };
+        let mut resolved = Vec::with_capacity(args.len());
+        for a in args {
+            resolved.push(self.operand(scope, a)?);
         }
-    }
-
-    fn combined(&self, sql: String, parts: &[Res]) -> Res {
-        Res {
-            params: parts
+        let sql: Vec<&str> = resolved.iter().map(|r| r.sql.as_str()).collect();
+        let mut res = Res::expr(render(&sql));
+        // The result carries its arguments' parameters, as PocketBase's does (they decide the
+        // empty / non-empty checks and get LIKE-wrapped on the right of `~`), except strftime's
+        // format, which PocketBase writes into the SQL itself (here it stays bound).
+        let skip = usize::from(name == "strftime");
+        res.params = resolved
+            .iter()
+            .skip(skip)
+            .flat_map(|r| r.params.iter().copied())
+            .collect();
+        // An argument over a multi-value path makes the result multi-valued too.
+        // (Other arguments keep their outer-query SQL, which the correlated subquery can see.)
+        if let Some(k) = resolved.iter().position(|r| r.multi.is_some())
+            && let Some(mm) = resolved[k].multi.as_deref()
+        {
+            let values: Vec<&str> = resolved
                 .iter()
-                .flat_map(|r| r.params.iter().copied())
-                .collect(),
-            ..Res::expr(sql)
+                .enumerate()
+                .map(|(i, r)| {
+                    if i == k {
+                        mm.value.as_str()
+                    } else {
+                        r.sql.as_str()
+                    }
+                })
+                .collect();
+            let mut mm = mm.clone();
+            mm.value = render(&values);
+            res.multi = Some(Box::new(mm));
         }
+        Ok(res)
     }
 
     // --- identifiers ------------------------------------------------------------------------
@@ -859,6 +876,19 @@ impl<'a> Query<'a> {
                         return resolve_err(format!("failed to load the collection of {prop:?}"));
                     };
                     let multiple = f.is_multi();
+                    // `single.id` is the relation column itself: no join (and so no listRule).
+                    if !multiple
+                        && i + 2 == props.len()
+                        && props[i + 1] == "id"
+                        && modifier.is_none()
+                    {
+                        let mut res = Res::expr(format!("{}.{}", qi(&w.alias), qi(prop)));
+                        if w.with_mm {
+                            w.mm.value = format!("{}.{}", qi(&w.mm_alias), qi(prop));
+                            res.multi = Some(Box::new(w.mm));
+                        }
+                        return Ok(res);
+                    }
                     let new_alias = format!("{}_{prop}", w.alias);
                     let col = format!("{}.{}", qi(&w.alias), qi(prop));
                     if multiple {

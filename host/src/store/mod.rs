@@ -100,6 +100,35 @@ fn configure(conn: &Connection, cfg: &StoreConfig, writer: bool) -> rusqlite::Re
     conn.pragma_update(None, "temp_store", "MEMORY")?;
     conn.pragma_update(None, "cache_size", -cfg.cache_size_kib)?;
     conn.set_prepared_statement_cache_capacity(256);
+    register_functions(conn)
+}
+
+/// SQL functions the query language needs that this SQLite build lacks: the math functions
+/// `geoDistance` lowers to (PocketBase's SQLite has them built in).
+pub(crate) fn register_functions(conn: &Connection) -> rusqlite::Result<()> {
+    use rusqlite::functions::FunctionFlags;
+    let flags = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
+    let unary: [(&str, fn(f64) -> f64); 4] = [
+        ("acos", f64::acos),
+        ("cos", f64::cos),
+        ("sin", f64::sin),
+        ("radians", f64::to_radians),
+    ];
+    for (name, f) in unary {
+        conn.create_scalar_function(name, 1, flags, move |ctx| {
+            // SQLite's math functions answer NULL for NULL and for non-numeric text.
+            Ok(match ctx.get_raw(0) {
+                rusqlite::types::ValueRef::Integer(i) => Some(f(i as f64)),
+                rusqlite::types::ValueRef::Real(r) => Some(f(r)),
+                rusqlite::types::ValueRef::Text(t) => std::str::from_utf8(t)
+                    .ok()
+                    .and_then(|s| s.trim().parse::<f64>().ok())
+                    .map(f),
+                _ => None,
+            }
+            .filter(|v| !v.is_nan()))
+        })?;
+    }
     Ok(())
 }
 

@@ -48,8 +48,9 @@ fn free_port() -> u16 {
     l.local_addr().expect("local addr").port()
 }
 
-fn ferrobase(dir: &Path) -> Command {
-    let mut c = Command::new(bin());
+/// `bin` (ferrobase, or any binary with the same CLI verbs) run in `dir`, quiet.
+fn command(bin: &str, dir: &Path) -> Command {
+    let mut c = Command::new(bin);
     c.current_dir(dir)
         .env_remove("FERROBASE_HTTP")
         .env_remove("FERROBASE_DIR")
@@ -69,15 +70,26 @@ impl Server {
     /// Upsert the superuser, then serve `<dir>/pb_data` on a free port and wait for /api/health.
     /// (A data dir one level down keeps PocketBase's sibling `pb_migrations` inside `dir` too.)
     pub fn start_in(dir: TempDir) -> Server {
+        Server::start_bin_in(&bin(), dir)
+    }
+
+    /// Like [`Server::start`], but runs `bin` — any binary with the same CLI, e.g. the reference
+    /// PocketBase — instead of the server under test. The data dir is `<tempdir>/pb_data` as well.
+    #[allow(dead_code)]
+    pub fn start_bin(bin: &str) -> Server {
+        Server::start_bin_in(bin, tempfile::tempdir().expect("temp dir"))
+    }
+
+    fn start_bin_in(bin: &str, dir: TempDir) -> Server {
         let data = dir.path().join("pb_data");
-        let st = ferrobase(dir.path())
+        let st = command(bin, dir.path())
             .args(["superuser", "upsert", SU_EMAIL, SU_PASS, "--dir"])
             .arg(&data)
             .status()
             .expect("run superuser upsert");
         assert!(st.success(), "superuser upsert failed: {st}");
         let addr = format!("127.0.0.1:{}", free_port());
-        let child = ferrobase(dir.path())
+        let child = command(bin, dir.path())
             .args(["serve", "--http", &addr, "--dir"])
             .arg(&data)
             .spawn()
@@ -102,12 +114,9 @@ impl Server {
                 break;
             }
             if let Some(st) = s.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
-                panic!("ferrobase exited before becoming healthy: {st}");
+                panic!("{bin} exited before becoming healthy: {st}");
             }
-            assert!(
-                Instant::now() < deadline,
-                "ferrobase not healthy within 20 s"
-            );
+            assert!(Instant::now() < deadline, "{bin} not healthy within 20 s");
             std::thread::sleep(Duration::from_millis(50));
         }
         s
