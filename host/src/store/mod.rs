@@ -108,7 +108,8 @@ fn configure(conn: &Connection, cfg: &StoreConfig, writer: bool) -> rusqlite::Re
 pub(crate) fn register_functions(conn: &Connection) -> rusqlite::Result<()> {
     use rusqlite::functions::FunctionFlags;
     let flags = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
-    let unary: [(&str, fn(f64) -> f64); 4] = [
+    type Unary = fn(f64) -> f64;
+    let unary: [(&str, Unary); 4] = [
         ("acos", f64::acos),
         ("cos", f64::cos),
         ("sin", f64::sin),
