@@ -308,7 +308,8 @@ pub(crate) struct Query<'a> {
     joins: Vec<Join>,
     wheres: Vec<String>,
     /// Conditions from joined collections' listRules, AND-ed after every filter.
-    join_rules: Vec<String>,
+    /// (joined alias, condition): one per alias, however often the path is used.
+    join_rules: Vec<(String, String)>,
     orders: Vec<String>,
     sub_alias: usize,
 }
@@ -399,7 +400,7 @@ impl<'a> Query<'a> {
 
     pub(crate) fn finish(self) -> Select {
         let mut conds = self.wheres;
-        conds.extend(self.join_rules);
+        conds.extend(self.join_rules.into_iter().map(|(_, c)| c));
         let where_sql = match conds.len() {
             0 => String::new(),
             1 => conds.pop().unwrap_or_default(),
@@ -1052,6 +1053,9 @@ impl<'a> Query<'a> {
             Some(r) if r.trim().is_empty() => return Ok(()),
             Some(r) => r.clone(),
         };
+        if self.join_rules.iter().any(|(a, _)| a == alias) {
+            return Ok(());
+        }
         if scope.nesting >= MAX_RULE_NESTING {
             return resolve_err("listRules nest too deeply");
         }
@@ -1066,8 +1070,10 @@ impl<'a> Query<'a> {
         };
         let cond = self.expr(&inner, &expr)?;
         let id = format!("{}.`id`", qi(alias));
-        self.join_rules
-            .push(format!("(({id} = '' OR {id} IS NULL) OR ({cond}))"));
+        self.join_rules.push((
+            alias.to_owned(),
+            format!("(({id} = '' OR {id} IS NULL) OR ({cond}))"),
+        ));
         Ok(())
     }
 
