@@ -10,7 +10,26 @@ pub(crate) struct Config {
     pub http: HttpConfig,
     pub store: StoreSection,
     pub limits: Limits,
+    pub cache: CacheConfig,
     pub log: LogConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct CacheConfig {
+    /// Verified tokens kept (0 = verify every request).
+    pub tokens: usize,
+    /// Whole list/view responses kept (0 = off).
+    pub responses: usize,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        Self {
+            tokens: 10_000,
+            responses: 4_096,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -3,6 +3,7 @@
 
 mod auth;
 mod body;
+pub(crate) mod cache;
 mod collections;
 pub(crate) mod error;
 mod expand;
@@ -29,6 +30,7 @@ use std::sync::Arc;
 pub(crate) struct AppState {
     pub store: Arc<Store>,
     pub cfg: Arc<Config>,
+    pub caches: cache::Caches,
 }
 
 pub(crate) type Shared = Arc<AppState>;
@@ -87,11 +89,26 @@ pub(crate) async fn caller(state: &AppState, headers: &HeaderMap) -> Option<Call
     if tok.is_empty() {
         return None;
     }
+    let schema = state.store.schema();
+    let changes = state.store.changes();
+    let now = now_s();
+    // A token verified before stays verified while its auth collection is unchanged (any
+    // change to it, a tokenKey rotation or a deletion included, drops the entry).
+    if let Some(e) = state.caches.tokens.get(tok) {
+        let current = schema.by_id(&e.caller.collection.id);
+        if e.exp > now
+            && current.is_some_and(|c| Arc::ptr_eq(c, &e.caller.collection))
+            && changes.unchanged_since(e.stamp, [e.caller.collection.name.as_str()])
+        {
+            return Some(e.caller);
+        }
+        state.caches.tokens.remove(tok);
+    }
+    let stamp = changes.stamp();
     let claims = token::peek(tok).ok()?;
     if claims.kind != "auth" {
         return None;
     }
-    let schema = state.store.schema();
     let coll = Arc::clone(schema.by_id(&claims.collection_id)?);
     if !coll.is_auth() {
         return None;
@@ -105,12 +122,23 @@ pub(crate) async fn caller(state: &AppState, headers: &HeaderMap) -> Option<Call
         .await
         .ok()??;
     let token_key = coll.stored_text(&row, "tokenKey");
-    let verified = token::verify(tok, token_key, &secret, now_s()).ok()?;
-    Some(Caller {
+    let verified = token::verify(tok, token_key, &secret, now).ok()?;
+    let caller = Caller {
         collection: coll,
         record: row,
         refreshable: verified.refreshable,
-    })
+    };
+    if state.cfg.cache.tokens > 0 {
+        state.caches.tokens.insert(
+            tok.to_owned(),
+            cache::TokenEntry {
+                caller: caller.clone(),
+                exp: claims.exp.unwrap_or(now),
+                stamp,
+            },
+        );
+    }
+    Some(caller)
 }
 
 /// What `@request.*` means for one request. Built on first use only: a public rule with no

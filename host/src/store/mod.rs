@@ -3,11 +3,13 @@
 //! HTTP, JSON response shapes, filter syntax or plugins.
 
 mod bootstrap;
+pub(crate) mod changes;
 pub(crate) mod ddl;
 pub(crate) mod records;
 pub(crate) mod superusers;
 
 use crate::schema::{Collection, Rules, Schema, define};
+pub(crate) use changes::{Changes, Stamp};
 use arc_swap::ArcSwap;
 use rusqlite::{Connection, OpenFlags};
 use std::path::Path;
@@ -85,6 +87,7 @@ pub(crate) struct Store {
     readers: Arc<Mutex<Vec<Connection>>>,
     reader_permits: Arc<Semaphore>,
     schema: ArcSwap<Schema>,
+    changes: Arc<Changes>,
 }
 
 /// Apply the PRAGMAs every connection gets. Kept in one place so no connection is opened without them.
@@ -216,6 +219,12 @@ impl Store {
             readers.push(open_reader(&data, cfg)?);
         }
 
+        let changes = Changes::new();
+        let feed = Arc::clone(&changes);
+        writer.update_hook(Some(move |_: rusqlite::hooks::Action, _: &str, table: &str, _: i64| {
+            feed.touch(table)
+        }));
+
         let (tx, rx) = mpsc::channel::<Job>();
         // One thread owns the only write connection: every write and transaction runs here in
         // order, so writers never contend for SQLite's lock and readers never wait on them.
@@ -235,7 +244,13 @@ impl Store {
             readers: Arc::new(Mutex::new(readers)),
             reader_permits: Arc::new(Semaphore::new(n)),
             schema: ArcSwap::from_pointee(schema),
+            changes,
         })
+    }
+
+    /// The change feed: stamps and per-table versions for caches.
+    pub(crate) fn changes(&self) -> &Changes {
+        &self.changes
     }
 
     /// The current schema snapshot. Load once per request.
@@ -259,8 +274,13 @@ impl Store {
         R: Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
+        let changes = Arc::clone(&self.changes);
         self.send(Box::new(move |conn| {
-            let _ = tx.send(f(conn));
+            let out = f(conn);
+            // New versions are out before the caller hears back: whoever saw this write
+            // complete can no longer be served a cached result from before it.
+            changes.publish();
+            let _ = tx.send(out);
         }))?;
         rx.await.map_err(|_| StoreError::WriterGone)?
     }
@@ -272,8 +292,11 @@ impl Store {
         R: Send + 'static,
     {
         let (tx, rx) = std::sync::mpsc::channel();
+        let changes = Arc::clone(&self.changes);
         self.send(Box::new(move |conn| {
-            let _ = tx.send(f(conn));
+            let out = f(conn);
+            changes.publish();
+            let _ = tx.send(out);
         }))?;
         rx.recv().map_err(|_| StoreError::WriterGone)?
     }

@@ -1,0 +1,603 @@
+#!/usr/bin/env python3
+"""bench/: ferrobase against the reference PocketBase, side by side, on the same data.
+
+Normally started through bench/run.sh (which builds and installs what is missing first):
+
+  bench/run.sh                          # every scenario, 3 reps of 10 s (about 20-25 minutes)
+  bench/run.sh --quick                  # every scenario, 1 rep of 3 s (a smoke test, a few minutes)
+  bench/run.sh --only list_1k,view --reps 5 --duration 20
+
+For every scenario and repetition the servers run interleaved (ferrobase, PocketBase, ferrobase, ...),
+each on a fresh copy of the same PocketBase-written data dir, pinned to one core, with wrk pinned to
+the other. See bench/README.md for the method and how to read the table.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import urllib.parse
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.dont_write_bytecode = True  # no __pycache__ in bench/
+sys.path.insert(0, HERE)
+import common  # noqa: E402
+import seed  # noqa: E402
+
+LIST = "/api/collections/posts/records"
+PRIVATE = "/api/collections/private_posts/records"
+DATASETS = {"1k": 1_000, "100k": 100_000}
+AUTH_USERS = 10  # list_auth_rule cycles through this many users' tokens
+FILTER_PROBE = ("views > 500 && title ~ 'lorem'", "-views")
+
+# name -> (dataset, wrk script, path, description). Order = run order (writes last).
+SCENARIOS = {
+    "list_1k": ("1k", "get.lua", LIST, "default list (30/page, with total count)"),
+    "ceiling": ("1k", "get.lua", LIST, "static server replaying list_1k's response bytes"),
+    "list_1k_skiptotal": ("1k", "get.lua", LIST + "?skipTotal=1", "default list, skipTotal=1"),
+    "view": ("1k", "view.lua", LIST + "/{id}", "one record by id (1,000 ids cycled)"),
+    "filter_sort": ("1k", "filter_sort.lua", LIST + "?filter=(views > N && title ~ 'w')&sort=-views",
+                    "filter + sort, values vary per request"),
+    "list_auth_rule": ("1k", "auth_list.lua", PRIVATE,
+                       f"listRule owner = @request.auth.id, {AUTH_USERS} users' tokens cycled"),
+    "list_100k": ("100k", "get.lua", LIST, "default list (with total count), 100,000 records"),
+    "list_100k_skiptotal": ("100k", "get.lua", LIST + "?skipTotal=1", "default list, skipTotal=1, 100,000 records"),
+    "create": ("1k", "create.lua", LIST, "POST a small JSON post"),
+    "mixed_90_10": ("1k", "mixed.lua", LIST, "45% list, 45% view, 10% create"),
+}
+SERVERS = ("ferrobase", "pocketbase")
+LABEL = {"ferrobase": "ferrobase", "pocketbase": "PocketBase", "ceiling": "ceiling"}
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- machine facts and /proc sampling
+
+def machine_info():
+    model = ""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_kb = 0
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal:"):
+                mem_kb = int(line.split()[1])
+    except OSError:
+        pass
+    return {"cpu_model": model, "cpus": os.cpu_count(), "mem_total_mb": mem_kb // 1024,
+            "kernel": platform.release(), "arch": platform.machine(), "loadavg_at_start": os.getloadavg()[0]}
+
+
+def git_info(root):
+    def git(*args):
+        r = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True)
+        return r.stdout.strip() if r.returncode == 0 else None
+    commit = git("rev-parse", "HEAD")
+    # dirty = uncommitted changes to tracked files outside bench/ (what the binary is built from)
+    dirty = subprocess.run(["git", "-C", root, "diff", "--quiet", "HEAD", "--", ".", ":(exclude)bench"]).returncode != 0
+    return {"commit": commit, "dirty": dirty}
+
+
+def proc_ticks(pid):
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime + stime
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def proc_status_kb(pid, key):
+    try:
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def busy_ticks():
+    """Busy clock ticks summed over all cores (user+nice+system+irq+softirq+steal)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return v[0] + v[1] + v[2] + v[5] + v[6] + (v[7] if len(v) > 7 else 0)
+
+
+def settle(pid, limit):
+    """Wait until `pid` uses < 5% of a core over 0.5 s (at most `limit` s). Returns the seconds waited."""
+    hz = os.sysconf("SC_CLK_TCK")
+    t0 = time.time()
+    while time.time() - t0 < limit:
+        a = proc_ticks(pid)
+        time.sleep(0.5)
+        b = proc_ticks(pid)
+        if a is None or b is None or (b - a) / hz < 0.025:
+            break
+    return round(time.time() - t0 - 0.5, 1)
+
+
+def children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+# ---------------------------------------------------------------- servers
+
+class Server:
+    """One server process on a fresh copy of a template, pinned with taskset."""
+
+    def __init__(self, kind, a, template, logpath):
+        self.kind = kind
+        self.port = common.free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        rundir = os.path.join(a.work, "run", kind)
+        if os.path.exists(rundir):
+            shutil.rmtree(rundir)
+        os.makedirs(rundir)
+        if kind == "ceiling":
+            cmd = [a.ceiling, "--http", f"127.0.0.1:{self.port}", "--body", os.path.join(template, "resp_list.json")]
+        else:
+            shutil.copytree(os.path.join(template, "pb_data"), os.path.join(rundir, "pb_data"))
+            binary = a.ferrobase if kind == "ferrobase" else a.pb
+            cmd = [binary, "serve", "--http", f"127.0.0.1:{self.port}", "--dir", "pb_data"]  # relative to cwd
+        if a.server_cpus:
+            cmd = ["taskset", "-c", a.server_cpus] + cmd
+        env = dict(os.environ)
+        env.pop("FERROBASE_CONFIG", None)
+        self.log = open(logpath, "w")
+        # cwd = the run dir: no ./pb.toml, pb_public or pb_hooks from elsewhere is picked up
+        self.proc = subprocess.Popen(cmd, cwd=rundir, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        self.pid = self.proc.pid  # taskset execs the server, so this is the server's pid
+        try:
+            self.start_s = common.wait_healthy(self.base, self.proc, timeout=a.start_timeout)
+        except RuntimeError:
+            self.stop()
+            raise
+
+    def stop(self):
+        rc = common.stop(self.proc)
+        self.log.close()
+        return rc
+
+
+# ---------------------------------------------------------------- probes (one checked request before load)
+
+def probe(scn, srv, ctx):
+    """One request with the scenario's shape; checks the answer is the right one, not just fast.
+    Returns {"status", "bytes", "ok", "note"}."""
+    ds = SCENARIOS[scn][0]
+    base = srv.base
+    tpl = ctx["templates"][ds]
+    expect_total = DATASETS[ds]
+    notes = []
+
+    def get(path, token=None):
+        return common.http("GET", base + path, token=token, timeout=ctx["a"].probe_timeout)
+
+    def js(raw):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            notes.append("body is not JSON")
+            return {}
+
+    if scn == "ceiling":
+        st, raw = get(LIST)
+        if len(raw) != tpl["resp_bytes"]:
+            notes.append(f"{len(raw)} bytes, expected {tpl['resp_bytes']}")
+    elif scn in ("list_1k", "list_100k", "list_1k_skiptotal", "list_100k_skiptotal", "mixed_90_10"):
+        skip = "skiptotal" in scn
+        st, raw = get(LIST + ("?skipTotal=1" if skip else ""))
+        if st == 200:
+            j = js(raw)
+            want = -1 if skip else expect_total
+            if j.get("totalItems") != want:
+                notes.append(f"totalItems {j.get('totalItems')} != {want}")
+            if len(j.get("items", [])) != 30:
+                notes.append(f"{len(j.get('items', []))} items != 30")
+    elif scn == "view":
+        rid = ctx["ids"][0]
+        st, raw = get(f"{LIST}/{rid}")
+        if st == 200 and js(raw).get("id") != rid:
+            notes.append("wrong record")
+    elif scn == "filter_sort":
+        f, s = FILTER_PROBE
+        st, raw = get(f"{LIST}?filter={urllib.parse.quote(f)}&sort={s}")
+        if st == 200:
+            j = js(raw)
+            items = j.get("items", [])
+            if j.get("totalItems") != ctx["filter_expect"]:
+                notes.append(f"totalItems {j.get('totalItems')} != {ctx['filter_expect']}")
+            views = [it.get("views") for it in items]
+            if views != sorted(views, reverse=True) or any(v is None or v <= 500 for v in views):
+                notes.append("items not filtered/sorted")
+            if any("lorem" not in str(it.get("title", "")).lower() for it in items):
+                notes.append("title filter not applied")
+    elif scn == "list_auth_rule":
+        user = ctx["users"][0]
+        st, raw = get(PRIVATE, token=ctx["tokens"][0])
+        if st == 200:
+            j = js(raw)
+            if j.get("totalItems") != user["private_count"]:
+                notes.append(f"totalItems {j.get('totalItems')} != {user['private_count']}")
+            if any(it.get("owner") != user["id"] for it in j.get("items", [])):
+                notes.append("rule not applied (foreign records listed)")
+        st_anon, raw_anon = get(PRIVATE)
+        if st_anon == 200 and js(raw_anon).get("totalItems") not in (0, -1):
+            notes.append("anonymous request sees records")
+    elif scn == "create":
+        body = {"title": "probe", "body": "probe", "published": True, "views": 1, "owner": ctx["users"][0]["id"]}
+        st, raw = common.http("POST", base + LIST, body, timeout=ctx["a"].probe_timeout)
+        if st == 200 and not js(raw).get("id"):
+            notes.append("no id in answer")
+    else:
+        raise AssertionError(scn)
+    if st == 0:
+        notes.append(raw.decode(errors="replace")[:200])
+    elif not 200 <= st < 300:
+        notes.append(f"HTTP {st}: {raw[:200].decode(errors='replace')}")
+    return {"status": st, "bytes": len(raw), "ok": 200 <= st < 300 and not notes, "note": "; ".join(notes)}
+
+
+# ---------------------------------------------------------------- wrk
+
+def wrk(a, script, base, path, secs, env):
+    cmd = ["wrk", f"-t{a.threads}", f"-c{a.conns}", f"-d{secs}s", f"--timeout={a.req_timeout}s", "--latency",
+           "-s", os.path.join(HERE, "lua", script), base + (path if script == "get.lua" else "/")]
+    if a.wrk_cpus:
+        cmd = ["taskset", "-c", a.wrk_cpus] + cmd
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=secs + 60)
+    except subprocess.TimeoutExpired:
+        return None, "wrk did not finish in time (killed)"
+    for line in r.stdout.splitlines():
+        if line.startswith("WRKJSON "):
+            return json.loads(line[8:]), None
+    return None, f"wrk rc={r.returncode}: {(r.stderr or r.stdout)[-300:]}"
+
+
+def run_one(a, scn, kind, rep, ctx):
+    ds, script, path, _ = SCENARIOS[scn]
+    tpl = ctx["templates"][ds]
+    row = {"ts": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "run_id": ctx["run_id"], "scenario": scn, "server": kind, "rep": rep, "dataset": ds,
+           "records": DATASETS[ds], **ctx["static"]}
+    logpath = os.path.join(ctx["logdir"], f"{scn}-{kind}-{rep}.log")
+    try:
+        srv = Server(kind, a, tpl["dir"], logpath)
+    except (RuntimeError, OSError) as e:
+        row.update(status="failed", error=f"start: {e}")
+        return row
+    row["start_s"] = round(srv.start_s, 2)
+    try:
+        env = dict(os.environ, BENCH_LUA_DIR=os.path.join(HERE, "lua"), BENCH_IDS=tpl["ids_file"],
+                   BENCH_OWNERS=tpl["owners_file"])
+        ctx["ids"] = tpl["ids"]
+        ctx["users"] = tpl["users"]
+        if scn == "list_auth_rule":
+            try:
+                ctx["tokens"] = [common.auth(srv.base, "users", u["email"], tpl["user_password"])
+                                 for u in tpl["users"][:AUTH_USERS]]
+            except RuntimeError as e:
+                row.update(status="failed", error=f"auth: {e}")
+                return row
+            tok_file = os.path.join(a.work, "run", kind, "tokens.txt")
+            open(tok_file, "w").write("".join(t + "\n" for t in ctx["tokens"]))
+            env["BENCH_TOKENS"] = tok_file
+        pr = probe(scn, srv, ctx)
+        row["probe"] = pr
+        if not 200 <= pr["status"] < 300:
+            row.update(status="failed", error=f"probe: {pr['note']}")
+            return row
+
+        if a.warmup > 0:
+            wrk(a, script, srv.base, path, a.warmup, env)
+        # wrk's exit does not stop work the server already accepted: wait until it is idle, so the
+        # warm-up's backlog is not measured (PocketBase keeps running queued queries for seconds)
+        row["settle_s"] = settle(srv.pid, a.settle_max)
+        t_srv0, t_busy0, t_kids0, t0 = proc_ticks(srv.pid), busy_ticks(), children_cpu(), time.time()
+        res, err = wrk(a, script, srv.base, path, a.duration, env)
+        t_srv1, t_busy1, t_kids1, t1 = proc_ticks(srv.pid), busy_ticks(), children_cpu(), time.time()
+        row["peak_rss_kb"] = proc_status_kb(srv.pid, "VmHWM")
+        row["rss_end_kb"] = proc_status_kb(srv.pid, "VmRSS")
+        alive = srv.proc.poll() is None
+        if res is None:
+            row.update(status="failed", error=err)
+            return row
+        hz = os.sysconf("SC_CLK_TCK")
+        wall = max(t1 - t0, 1e-9)
+        srv_cpu = (t_srv1 - t_srv0) / hz if t_srv0 is not None and t_srv1 is not None else None
+        wrk_cpu = t_kids1 - t_kids0
+        row["server_cpu_pct"] = round(100 * srv_cpu / wall, 1) if srv_cpu is not None else None
+        row["wrk_cpu_pct"] = round(100 * wrk_cpu / wall, 1)
+        row["other_cpu_pct"] = round(100 * ((t_busy1 - t_busy0) / hz - (srv_cpu or 0) - wrk_cpu) / wall, 1)
+        row.update(res)
+        errors = res["err_connect"] + res["err_read"] + res["err_write"] + res["err_timeout"] + res["err_status"]
+        ok_requests = res["requests"] - res["err_status"]
+        row["errors"] = errors
+        row["rps_all"] = round(res["requests"] / res["duration_s"], 1)
+        row["rps"] = round(ok_requests / res["duration_s"], 1)  # successful (non-error status) responses/s
+        row["resp_bytes_avg"] = round(res["bytes"] / res["requests"]) if res["requests"] else None
+        if not alive:
+            row.update(status="failed", error=f"server exited during the run (rc={srv.proc.returncode})")
+        elif ok_requests <= 0:
+            row.update(status="failed", error="no successful response" + (
+                f" ({res['err_timeout']} timeouts > {a.req_timeout}s)" if res["err_timeout"] else ""))
+        elif errors:
+            row["status"] = "errors"
+        elif ok_requests < a.conns:
+            row["status"] = "few"  # fewer responses than connections: the queue never drained once
+        else:
+            row["status"] = "ok"
+        if not pr["ok"]:
+            row["status"] = row["status"] + "+probe_mismatch" if row["status"] != "failed" else "failed"
+        return row
+    finally:
+        srv.stop()
+
+
+# ---------------------------------------------------------------- table
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def num(x, nd=0):
+    if x is None:
+        return "–"
+    return f"{x:,.{nd}f}"
+
+
+def lat(x):
+    if x is None:
+        return "–"
+    return f"{x:.1f}" if x < 100 else f"{x:,.0f}"
+
+
+def rps_cell(rows):
+    good = [r for r in rows if r.get("status") != "failed"]
+    if not good:
+        why = rows[0].get("error", "failed") if rows else "not run"
+        return f"FAILED ({why[:60]})" if rows else "–"
+    xs = [r["rps"] for r in good]
+    cell = num(med(xs))
+    if len(xs) > 1:
+        cell += f" ({num(min(xs))}–{num(max(xs))})"
+    if len(good) < len(rows):
+        cell += f" [{len(rows) - len(good)}/{len(rows)} failed]"
+    if any(r["status"] != "ok" for r in good):
+        cell += " ⚠"
+    return cell
+
+
+def lat_cell(rows):
+    good = [r for r in rows if r.get("status") != "failed"]
+    if not good:
+        return "–"
+    return " / ".join(lat(med([r[k] for r in good])) for k in ("lat_p50_ms", "lat_p95_ms", "lat_p99_ms"))
+
+
+def rss_cell(rows):
+    xs = [r.get("peak_rss_kb") for r in rows if r.get("peak_rss_kb")]
+    return num(max(xs) / 1024) if xs else "–"
+
+
+def err_cell(rows):
+    if not rows:
+        return "–"
+    errs = sum(r.get("errors", 0) for r in rows)
+    failed = sum(1 for r in rows if r.get("status") == "failed")
+    mism = sum(1 for r in rows if "probe_mismatch" in r.get("status", "") or
+               (r.get("probe") and not r["probe"]["ok"]))
+    out = num(errs)
+    if failed:
+        out += f", {failed} failed"
+    if mism:
+        out += ", probe ≠"
+    return out
+
+
+def ratio(fb, pb):
+    """Median over reps of ferrobase/PocketBase req/s, taken per rep (same window)."""
+    pbr = {r["rep"]: r for r in pb if r.get("status") != "failed" and r.get("rps")}
+    rs = [r["rps"] / pbr[r["rep"]]["rps"] for r in fb if r.get("status") != "failed" and r["rep"] in pbr]
+    if rs:
+        return f"**{med(rs):.2f}×**"
+    if any(r.get("status") != "failed" for r in fb) and pb and all(r.get("status") == "failed" for r in pb):
+        return "PocketBase failed"
+    return "–"
+
+
+def render(rows, ctx, a):
+    by = {}
+    for r in rows:
+        by.setdefault((r["scenario"], r["server"]), []).append(r)
+    st = ctx["static"]
+    md = [f"## ferrobase vs PocketBase — {ctx['run_id']}", "",
+          f"commit `{(st['git']['commit'] or '?')[:12]}`{' (dirty)' if st['git']['dirty'] else ''}, "
+          f"{st['pocketbase']}; {st['machine']['cpu_model']} ({st['machine']['cpus']} cpus); "
+          f"server on cpu {a.server_cpus or 'any'}, wrk -t{a.threads} -c{a.conns} on cpu {a.wrk_cpus or 'any'}; "
+          f"{a.reps} rep(s) × {a.duration}s after {a.warmup}s warm-up; PocketBase request log "
+          f"{'on' if a.pb_logs else 'off'}.", "",
+          "| scenario | records | ferrobase req/s | PocketBase req/s | ferrobase / PocketBase | "
+          "ferrobase p50 / p95 / p99 ms | PocketBase p50 / p95 / p99 ms | peak RSS MB fb / pb | errors fb / pb |",
+          "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for scn in ctx["scenarios"]:
+        if scn == "ceiling":
+            continue
+        fb, pb = by.get((scn, "ferrobase"), []), by.get((scn, "pocketbase"), [])
+        md.append("| " + " | ".join([
+            scn, num(DATASETS[SCENARIOS[scn][0]]), rps_cell(fb), rps_cell(pb), ratio(fb, pb),
+            lat_cell(fb), lat_cell(pb), f"{rss_cell(fb)} / {rss_cell(pb)}", f"{err_cell(fb)} / {err_cell(pb)}",
+        ]) + " |")
+    ce = by.get(("ceiling", "ceiling"), [])
+    if ce:
+        good = [r for r in ce if r.get("status") != "failed"]
+        md.append("")
+        line = (f"**HTTP ceiling** (static server, the same {num(ctx['templates']['1k']['resp_bytes'])}-byte "
+                f"list_1k response): {rps_cell(ce)} req/s, p50 / p95 / p99 {lat_cell(ce)} ms, peak RSS {rss_cell(ce)} MB.")
+        cmed = med([r["rps"] for r in good])
+        for kind in SERVERS:
+            l1 = [r["rps"] for r in by.get(("list_1k", kind), []) if r.get("status") != "failed"]
+            if cmed and l1:
+                line += f" list_1k {LABEL[kind]} = **{100 * med(l1) / cmed:.0f}%** of the ceiling."
+        md.append(line)
+    others = [r["other_cpu_pct"] for r in rows if r.get("other_cpu_pct") is not None]
+    md += ["", "req/s: successful responses per second, median (min–max) over reps; ⚠ = some errors, a probe "
+           "mismatch, or fewer responses than connections (the run was too short for that server's queue); "
+           "ratio = median of per-rep ratios. Latencies: medians over reps of wrk's percentiles (requests still "
+           "in flight when the run ends are not counted)."]
+    if others:
+        md.append(f"Other load on the box during measured runs: median {med(others):.0f}%, max {max(others):.0f}% "
+                  f"of one core (above ~10% the numbers are noisy).")
+    return "\n".join(md) + "\n"
+
+
+# ---------------------------------------------------------------- main
+
+def prepare_template(a, ds):
+    out = os.path.join(a.work, "templates", ds)
+    ns = argparse.Namespace(pb=a.pb, out=out, posts=DATASETS[ds], private=1000, users=50, batch=500, workers=2,
+                            seed=42, pb_logs=a.pb_logs, force=a.reseed)
+    facts = seed.build(ns)
+    users = json.load(open(os.path.join(out, "users.json")))
+    owners_file = os.path.join(out, "owners.txt")
+    open(owners_file, "w").write("".join(u["id"] + "\n" for u in users))
+    ids_file = os.path.join(out, "ids.txt")
+    return {"dir": out, "facts": facts, "users": users, "owners_file": owners_file, "ids_file": ids_file,
+            "ids": [line.strip() for line in open(ids_file) if line.strip()],
+            "resp_bytes": os.path.getsize(os.path.join(out, "resp_list.json")),
+            "user_password": facts["user_password"]}
+
+
+def filter_expectation(tpl):
+    """totalItems the probe's filter must give, counted directly in the template's SQLite."""
+    import sqlite3
+    con = sqlite3.connect(f"file:{tpl['dir']}/pb_data/data.db?mode=ro", uri=True)
+    n = con.execute("SELECT count(*) FROM posts WHERE views > 500 AND title LIKE '%lorem%'").fetchone()[0]
+    con.close()
+    return n
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--duration", type=int, default=10, help="seconds per measured run (default 10)")
+    ap.add_argument("--warmup", type=int, default=3, help="seconds of warm-up before each measured run (default 3)")
+    ap.add_argument("--reps", type=int, default=3, help="repetitions per scenario and server (default 3)")
+    ap.add_argument("--quick", action="store_true", help="smoke test: 3 s runs, 1 s warm-up, 1 rep")
+    ap.add_argument("--only", help="comma-separated scenarios (default: all): " + ",".join(SCENARIOS))
+    ap.add_argument("--servers", default="ferrobase,pocketbase", help="which of ferrobase,pocketbase to run")
+    ap.add_argument("--conns", type=int, default=400)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--req-timeout", type=int, default=5, help="wrk per-request timeout in seconds (default 5)")
+    ap.add_argument("--server-cpus", default="0", help="taskset cpu list for the server ('' = no pinning)")
+    ap.add_argument("--wrk-cpus", default="1", help="taskset cpu list for wrk ('' = no pinning)")
+    ap.add_argument("--pb-logs", action="store_true",
+                    help="keep PocketBase's request log on (default off: ferrobase keeps none)")
+    ap.add_argument("--reseed", action="store_true", help="rebuild the data templates even if cached")
+    ap.add_argument("--settle-max", type=int, default=60,
+                    help="after the warm-up, wait at most this many s for the server to go idle (default 60)")
+    ap.add_argument("--start-timeout", type=int, default=60)
+    ap.add_argument("--probe-timeout", type=int, default=30)
+    ap.add_argument("--root", default=os.path.dirname(HERE), help="the repository (default: bench/..)")
+    ap.add_argument("--ferrobase", help="default: ROOT/target/release/ferrobase")
+    ap.add_argument("--pb", help="default: ROOT/.venv-ref/bin/pocketbase")
+    ap.add_argument("--ceiling", help="default: bench/work/target/release/bench-ceiling")
+    ap.add_argument("--work", default=os.path.join(HERE, "work"), help="templates, run copies, logs")
+    ap.add_argument("--results", default=os.path.join(HERE, "results"))
+    a = ap.parse_args()
+    if a.quick:
+        a.duration, a.warmup, a.reps = 3, 1, 1
+    a.root = os.path.abspath(a.root)
+    a.work = os.path.abspath(a.work)
+    a.ferrobase = os.path.abspath(a.ferrobase or os.path.join(a.root, "target", "release", "ferrobase"))
+    a.pb = os.path.abspath(a.pb or os.path.join(a.root, ".venv-ref", "bin", "pocketbase"))
+    a.ceiling = os.path.abspath(a.ceiling or os.path.join(a.work, "target", "release", "bench-ceiling"))
+
+    scenarios = list(SCENARIOS) if not a.only else [s.strip() for s in a.only.split(",") if s.strip()]
+    bad = [s for s in scenarios if s not in SCENARIOS]
+    if bad:
+        ap.error(f"unknown scenario(s) {bad}; known: {', '.join(SCENARIOS)}")
+    scenarios = [s for s in SCENARIOS if s in scenarios]  # canonical order: reads first, writes last
+    servers = [s.strip() for s in a.servers.split(",") if s.strip()]
+    if any(s not in SERVERS for s in servers):
+        ap.error(f"--servers: pick from {SERVERS}")
+
+    need = ["wrk"] + (["taskset"] if a.server_cpus or a.wrk_cpus else [])
+    for tool in need:
+        if not shutil.which(tool):
+            sys.exit(f"bench: {tool} not found (bench/run.sh installs wrk; taskset is in util-linux)")
+    cpus = os.cpu_count() or 1
+    if cpus < 2 and (a.server_cpus or a.wrk_cpus):
+        log("only one cpu: pinning off")
+        a.server_cpus = a.wrk_cpus = ""
+    for path, what in ((a.ferrobase, "ferrobase"), (a.pb, "pocketbase")):
+        if what in servers and not os.access(path, os.X_OK):
+            sys.exit(f"bench: {what} binary missing at {path} (bench/run.sh builds/installs it)")
+    if "ceiling" in scenarios and not os.access(a.ceiling, os.X_OK):
+        sys.exit(f"bench: ceiling server missing at {a.ceiling} (bench/run.sh builds it)")
+
+    run_id = time.strftime("%Y%m%dT%H%M%S")
+    ctx = {"a": a, "run_id": run_id, "scenarios": scenarios, "templates": {}}
+    ctx["logdir"] = os.path.join(a.work, "logs", run_id)
+    os.makedirs(ctx["logdir"], exist_ok=True)
+    os.makedirs(a.results, exist_ok=True)
+
+    pb_version = subprocess.run([a.pb, "--version"], capture_output=True, text=True).stdout.strip()
+    ctx["static"] = {
+        "git": git_info(a.root), "machine": machine_info(), "pocketbase": pb_version,
+        "params": {"duration_s": a.duration, "warmup_s": a.warmup, "reps": a.reps, "conns": a.conns,
+                   "threads": a.threads, "req_timeout_s": a.req_timeout, "settle_max_s": a.settle_max, "server_cpus": a.server_cpus,
+                   "wrk_cpus": a.wrk_cpus, "pb_request_log": a.pb_logs},
+    }
+
+    for ds in sorted({SCENARIOS[s][0] for s in scenarios}, key=lambda d: DATASETS[d]):
+        t0 = time.time()
+        ctx["templates"][ds] = prepare_template(a, ds)
+        log(f"template {ds}: ready in {time.time() - t0:.1f}s")
+    if "filter_sort" in scenarios:
+        ctx["filter_expect"] = filter_expectation(ctx["templates"]["1k"])
+
+    plan = [(s, k, rep) for s in scenarios for rep in range(a.reps)
+            for k in (["ceiling"] if s == "ceiling" else servers)]
+    est = len(plan) * (a.duration + a.warmup + 3)
+    log(f"{len(plan)} runs, about {est // 60} min {est % 60} s; logs in {os.path.relpath(ctx['logdir'])}")
+
+    rows = []
+    out_jsonl = os.path.join(a.results, "results.jsonl")
+    for i, (scn, kind, rep) in enumerate(plan, 1):
+        row = run_one(a, scn, kind, rep, ctx)
+        rows.append(row)
+        with open(out_jsonl, "a") as f:
+            f.write(json.dumps(row) + "\n")
+        note = row.get("error") or (row.get("probe") or {}).get("note")
+        extra = f"  ({note})" if note else ""
+        if row.get("settle_s"):
+            extra += f"  settled {row['settle_s']}s"
+        log(f"{i}/{len(plan)} {scn:<20} {kind:<10} rep {rep}: {row.get('status'):<8} "
+            f"{num(row.get('rps'))} req/s p99 {lat(row.get('lat_p99_ms'))} ms "
+            f"rss {num((row.get('peak_rss_kb') or 0) / 1024)} MB other {row.get('other_cpu_pct')}%{extra}")
+
+    md = render(rows, ctx, a)
+    open(os.path.join(a.results, "latest.md"), "w").write(md)
+    print(md)
+    log(f"wrote {os.path.relpath(os.path.join(a.results, 'latest.md'))}, appended {len(rows)} lines to "
+        f"{os.path.relpath(out_jsonl)}")
+
+
+if __name__ == "__main__":
+    main()

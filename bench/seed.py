@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""Build one seeded data-dir template for bench/ with the reference PocketBase binary.
+
+Everything in the template is written by PocketBase itself (collections through the collections
+API, records through the batch API), so its on-disk format is exactly PocketBase's. The count of
+every collection is verified over REST before PocketBase is stopped (stopping checkpoints the WAL).
+
+Contents (see README.md):
+  users          the default auth collection, --users records (user<i>@bench.test / USER_PASSWORD)
+  posts          public (list/view/create rules ""): title, ~500-char body, published, views 0..999,
+                 owner -> users (single relation), created/updated autodates; --posts records
+  private_posts  same fields, listRule = viewRule = "owner = @request.auth.id"; --private records,
+                 owner assigned round-robin over the users
+
+Output directory (wiped first):
+  pb_data/            the template (copied fresh for every server run)
+  ids.txt             up to 1000 random posts ids (the view scenario cycles through them)
+  users.json          [{id, email, private_count}] (tokens are fetched per run from the server under test)
+  resp_list.json      body of GET /api/collections/posts/records (the ceiling server replays it)
+  setup.json          facts: versions, counts, seeding time, sizes, the parameters (the cache key)
+
+Stdlib only; talks to 127.0.0.1 only.
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+
+sys.dont_write_bytecode = True  # no __pycache__ in bench/
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+SEED_FORMAT = 1  # bump when the template's contents change; invalidates cached templates
+
+SUPERUSER_EMAIL = "bench@bench.test"
+SUPERUSER_PASSWORD = "benchpass123456"
+USER_PASSWORD = "userpass123456"
+
+
+def make_body(rng, size=500):
+    out, n = [], 0
+    while n < size:
+        w = rng.choice(common.WORDS)
+        out.append(w)
+        n += len(w) + 1
+    return " ".join(out)[:size]
+
+
+def make_record(rng, i, owner):
+    return {
+        "title": f"Post {i}: {rng.choice(common.WORDS)} {rng.choice(common.WORDS)}",
+        "body": make_body(rng),
+        "published": rng.random() < 0.5,
+        "views": rng.randrange(0, 1000),
+        "owner": owner,
+    }
+
+
+def post_fields(users_collection_id):
+    return [
+        {"name": "title", "type": "text"},
+        {"name": "body", "type": "text"},
+        {"name": "published", "type": "bool"},
+        {"name": "views", "type": "number"},
+        {"name": "owner", "type": "relation", "collectionId": users_collection_id, "maxSelect": 1,
+         "cascadeDelete": False},
+        {"name": "created", "type": "autodate", "onCreate": True, "onUpdate": False},
+        {"name": "updated", "type": "autodate", "onCreate": True, "onUpdate": True},
+    ]
+
+
+def batch_create(base, token, collection, records, batch, workers):
+    """Create records through /api/batch, `workers` batches in flight. Returns the created ids in order."""
+    chunks = [(i, records[i:i + batch]) for i in range(0, len(records), batch)]
+    ids = [None] * len(records)
+    lock = threading.Lock()
+    errors = []
+    pos = [0]
+
+    def worker():
+        while True:
+            with lock:
+                if pos[0] >= len(chunks) or errors:
+                    return
+                start, chunk = chunks[pos[0]]
+                pos[0] += 1
+            reqs = [{"method": "POST", "url": f"/api/collections/{collection}/records", "body": r} for r in chunk]
+            st, raw = common.http("POST", base + "/api/batch", {"requests": reqs}, token, timeout=300)
+            if st != 200:
+                with lock:
+                    errors.append((st, raw[:500]))
+                return
+            for k, res in enumerate(json.loads(raw)):
+                ids[start + k] = res["body"]["id"]
+
+    ths = [threading.Thread(target=worker) for _ in range(workers)]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join()
+    if errors:
+        raise SystemExit(f"seeding {collection} failed: {errors[0]}")
+    return ids
+
+
+def total_items(base, collection, token=None):
+    st, raw = common.http("GET", base + f"/api/collections/{collection}/records?perPage=1", token=token)
+    if st != 200:
+        raise SystemExit(f"count of {collection}: HTTP {st} {raw[:300]!r}")
+    return json.loads(raw)["totalItems"]
+
+
+def params_of(a, pb_version):
+    return {"seed_format": SEED_FORMAT, "pocketbase": pb_version, "posts": a.posts, "private": a.private,
+            "users": a.users, "seed": a.seed, "pb_logs": a.pb_logs}
+
+
+def is_current(out, wanted):
+    """True when `out` already holds a complete template built with the same parameters."""
+    try:
+        facts = json.load(open(os.path.join(out, "setup.json")))
+    except (OSError, ValueError):
+        return False
+    return facts.get("params") == wanted and os.path.exists(os.path.join(out, "pb_data", "data.db"))
+
+
+def build(a):
+    pb_version = subprocess.run([a.pb, "--version"], capture_output=True, text=True).stdout.strip()
+    out = os.path.abspath(a.out)
+    wanted = params_of(a, pb_version)
+    if not a.force and is_current(out, wanted):
+        print(f"seed: reusing {os.path.relpath(out)} ({a.posts} posts)", file=sys.stderr)
+        return json.load(open(os.path.join(out, "setup.json")))
+
+    if os.path.exists(out):
+        shutil.rmtree(out)
+    os.makedirs(out)
+    data = os.path.join(out, "pb_data")
+    facts = {"params": wanted}
+    t_all = time.time()
+
+    # cwd = the template dir and a relative --dir: no absolute path ends up in logs or files
+    subprocess.run([a.pb, "superuser", "upsert", SUPERUSER_EMAIL, SUPERUSER_PASSWORD, "--dir", "pb_data"],
+                   check=True, capture_output=True, cwd=out)
+    port = common.free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = open(os.path.join(out, "seed-pocketbase.log"), "w")
+    # --automigrate=false: no pb_migrations/*.js files for the collections created below
+    proc = subprocess.Popen([a.pb, "serve", "--http", f"127.0.0.1:{port}", "--dir", "pb_data", "--automigrate=false"],
+                            stdout=log, stderr=subprocess.STDOUT, cwd=out)
+    try:
+        common.wait_healthy(base, proc, timeout=60)
+        token = common.auth(base, "_superusers", SUPERUSER_EMAIL, SUPERUSER_PASSWORD)
+
+        settings = {"batch": {"enabled": True, "maxRequests": max(a.batch, 50), "timeout": 300,
+                              "maxBodySize": 512 << 20}}
+        if not a.pb_logs:
+            # Request logs off (PocketBase writes one row per request to auxiliary.db by default;
+            # ferrobase keeps no request log). --pb-logs keeps PocketBase's default.
+            settings["logs"] = {"maxDays": 0}
+        st, raw = common.http("PATCH", base + "/api/settings", settings, token)
+        if st != 200:
+            raise SystemExit(f"settings: HTTP {st} {raw[:300]!r}")
+
+        st, raw = common.http("GET", base + "/api/collections/users", token=token)
+        if st != 200:
+            raise SystemExit(f"users collection: HTTP {st} {raw[:300]!r}")
+        users_cid = json.loads(raw)["id"]
+
+        for name, rule in (("posts", ""), ("private_posts", "owner = @request.auth.id")):
+            coll = {"name": name, "type": "base", "listRule": rule, "viewRule": rule,
+                    "createRule": "" if name == "posts" else None, "updateRule": None, "deleteRule": None,
+                    "fields": post_fields(users_cid)}
+            st, raw = common.http("POST", base + "/api/collections", coll, token)
+            if st != 200:
+                raise SystemExit(f"create collection {name}: HTTP {st} {raw[:300]!r}")
+
+        rng = random.Random(a.seed)
+        t0 = time.time()
+        users = [{"email": f"user{i}@bench.test", "password": USER_PASSWORD, "passwordConfirm": USER_PASSWORD,
+                  "name": f"User {i}", "emailVisibility": False, "verified": True} for i in range(a.users)]
+        user_ids = batch_create(base, token, "users", users, 10, 2)
+        facts["users_seconds"] = round(time.time() - t0, 2)
+
+        t0 = time.time()
+        posts = [make_record(rng, i, rng.choice(user_ids)) for i in range(a.posts)]
+        batch_create(base, token, "posts", posts, a.batch, a.workers)
+        facts["posts_seconds"] = round(time.time() - t0, 2)
+        facts["posts_per_s"] = round(a.posts / max(facts["posts_seconds"], 1e-9))
+
+        private = [make_record(rng, i, user_ids[i % len(user_ids)]) for i in range(a.private)]
+        batch_create(base, token, "private_posts", private, a.batch, a.workers)
+        counts = {}
+        for r in private:
+            counts[r["owner"]] = counts.get(r["owner"], 0) + 1
+
+        # verify over REST
+        for coll, want in (("users", a.users), ("posts", a.posts), ("private_posts", a.private)):
+            got = total_items(base, coll, token)
+            if got != want:
+                raise SystemExit(f"verify: {coll} has {got} records over REST, expected {want}")
+            facts[f"verified_{coll}"] = got
+
+        st, raw = common.http("GET", base + "/api/collections/posts/records")
+        if st != 200:
+            raise SystemExit(f"capture list: HTTP {st}")
+        open(os.path.join(out, "resp_list.json"), "wb").write(raw)
+        facts["resp_list_bytes"] = len(raw)
+
+        json.dump([{"id": uid, "email": u["email"], "private_count": counts.get(uid, 0)}
+                   for uid, u in zip(user_ids, users)], open(os.path.join(out, "users.json"), "w"), indent=1)
+    finally:
+        common.stop(proc)
+        log.close()
+
+    con = sqlite3.connect(f"file:{data}/data.db?mode=ro", uri=True)
+    ids = [r[0] for r in con.execute("SELECT id FROM posts ORDER BY random() LIMIT 1000")]
+    con.close()
+    open(os.path.join(out, "ids.txt"), "w").write("".join(i + "\n" for i in ids))
+    facts["data_dir_bytes"] = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(data) for f in fs)
+    facts["seed_total_seconds"] = round(time.time() - t_all, 2)
+    facts["user_password"] = USER_PASSWORD
+    json.dump(facts, open(os.path.join(out, "setup.json"), "w"), indent=1)
+    print(f"seed: built {os.path.relpath(out)}: {json.dumps({k: v for k, v in facts.items() if k != 'params'})}", file=sys.stderr)
+    return facts
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pb", required=True, help="the reference pocketbase binary")
+    ap.add_argument("--out", required=True, help="template directory (wiped when rebuilt)")
+    ap.add_argument("--posts", type=int, default=1000)
+    ap.add_argument("--private", type=int, default=1000)
+    ap.add_argument("--users", type=int, default=50)
+    ap.add_argument("--batch", type=int, default=500, help="records per batch request")
+    ap.add_argument("--workers", type=int, default=2, help="batch requests in flight")
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--pb-logs", action="store_true", help="keep PocketBase's request log on")
+    ap.add_argument("--force", action="store_true", help="rebuild even when a matching template exists")
+    build(ap.parse_args())
+
+
+if __name__ == "__main__":
+    main()

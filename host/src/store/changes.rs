@@ -1,0 +1,96 @@
+//! The change feed: which tables a write touched, as versions readers can compare.
+//!
+//! SQLite's update hook on the writer connection records every table a write job changes (rows
+//! of cascades and table rebuilds included). When the job ends, and before its caller hears
+//! back, each touched table gets a new version from one monotonic counter. A reader that took a
+//! [`Stamp`] before it read can later tell whether anything it depended on changed since: that
+//! is how caches stay correct without ever serving a response older than a committed write.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+/// The counter value when a reader started; everything committed before it is visible to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stamp(u64);
+
+#[derive(Debug, Default)]
+pub(crate) struct Changes {
+    counter: AtomicU64,
+    /// Lowercased table name -> counter value at its last change.
+    versions: RwLock<HashMap<String, u64>>,
+    /// Tables touched by the job running on the writer now (only the writer thread uses it).
+    touched: Mutex<HashSet<String>>,
+}
+
+impl Changes {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Take before reading anything a cached result will depend on.
+    pub(crate) fn stamp(&self) -> Stamp {
+        Stamp(self.counter.load(Ordering::Acquire))
+    }
+
+    /// Has none of `tables` changed since `stamp`?
+    pub(crate) fn unchanged_since<'a>(
+        &self,
+        stamp: Stamp,
+        tables: impl IntoIterator<Item = &'a str>,
+    ) -> bool {
+        let Ok(v) = self.versions.read() else {
+            return false;
+        };
+        tables
+            .into_iter()
+            .all(|t| v.get(&t.to_ascii_lowercase()).is_none_or(|&at| at <= stamp.0))
+    }
+
+    /// Called by the update hook for each changed row.
+    pub(crate) fn touch(&self, table: &str) {
+        if let Ok(mut t) = self.touched.lock()
+            && !t.contains(table)
+        {
+            t.insert(table.to_owned());
+        }
+    }
+
+    /// Called when a write job ends: publish new versions for what it touched.
+    pub(crate) fn publish(&self) {
+        let touched: Vec<String> = match self.touched.lock() {
+            Ok(mut t) if !t.is_empty() => t.drain().collect(),
+            _ => return,
+        };
+        let Ok(mut v) = self.versions.write() else {
+            return;
+        };
+        // Versions are written before the counter moves: a reader whose stamp includes this
+        // change also sees the new versions.
+        let next = self.counter.load(Ordering::Acquire) + 1;
+        for t in touched {
+            v.insert(t.to_ascii_lowercase(), next);
+        }
+        self.counter.store(next, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stamp_sees_later_changes_only_to_its_tables() {
+        let c = Changes::new();
+        let before = c.stamp();
+        assert!(c.unchanged_since(before, ["posts"]));
+        c.touch("posts");
+        c.publish();
+        assert!(!c.unchanged_since(before, ["Posts", "users"]));
+        assert!(c.unchanged_since(before, ["users"]));
+        let after = c.stamp();
+        assert!(c.unchanged_since(after, ["posts"]));
+        c.publish(); // nothing touched: no new version
+        assert_eq!(c.stamp(), after);
+    }
+}
