@@ -2,6 +2,7 @@
 //! Each handler shows its steps in order: extract, authorize, compile, read or write, respond.
 
 use super::body;
+use super::cache::ResponseEntry;
 use super::error::{ApiError, ApiResult, MSG_MISSING_COLLECTION};
 use super::expand::{ExpandCtx, ExpandPaths, expand_rows};
 use super::serialize::{FieldsFilter, Viewer, record_json};
@@ -19,6 +20,7 @@ use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
@@ -113,8 +115,15 @@ pub(crate) async fn list(
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> ApiResult<Response> {
+    // Taken before anything is read: a cached answer built from these reads is valid only while
+    // nothing it read changed after this point.
+    let stamp = state.store.changes().stamp();
     let c = collection_or_404(&state, &key, MSG_MISSING_COLLECTION)?;
     let who = caller(&state, &headers).await;
+    let cache_key = response_key("list", &c, "", raw.as_deref(), who.as_ref());
+    if let Some(body) = state.caches.response(state.store.changes(), &cache_key) {
+        return Ok(json_bytes(body));
+    }
     let q = query_map(raw.as_deref());
     let req = RequestCtx::new(who.as_ref(), &method, &headers, &q, None);
     let schema = state.store.schema();
@@ -137,6 +146,7 @@ pub(crate) async fn list(
         query.sort(s)?;
     }
     let sel = query.finish();
+    let deps = cache_deps(&schema, &sel, expand.is_some(), who.as_ref());
 
     let c2 = Arc::clone(&c);
     let rows = state
@@ -164,9 +174,85 @@ pub(crate) async fn list(
     } else {
         (total + per_page - 1) / per_page
     };
-    Ok(ok_json(
-        &json!({"items": items, "page": page, "perPage": per_page, "totalItems": total, "totalPages": pages}),
-    ))
+    let body = Bytes::from(
+        serde_json::to_vec(
+            &json!({"items": items, "page": page, "perPage": per_page, "totalItems": total, "totalPages": pages}),
+        )
+        .unwrap_or_default(),
+    );
+    remember(&state, cache_key, stamp, deps, &body);
+    Ok(json_bytes(body))
+}
+
+/// The response cache's key: route kind, collection, record id, raw query string and caller.
+fn response_key(
+    kind: &str,
+    c: &Collection,
+    id: &str,
+    raw: Option<&str>,
+    who: Option<&Caller>,
+) -> String {
+    let caller = match who {
+        Some(w) => format!("{}:{}", w.collection.id, w.id()),
+        None => String::new(),
+    };
+    format!("{kind}\0{}\0{id}\0{}\0{caller}", c.id, raw.unwrap_or(""))
+}
+
+/// What a response read, for the cache; None when it must not be cached at all.
+fn cache_deps(
+    schema: &Schema,
+    sel: &Select,
+    expand: bool,
+    who: Option<&Caller>,
+) -> Option<Vec<String>> {
+    if sel.volatile {
+        return None;
+    }
+    let mut tables = sel.tables.clone();
+    tables.push("_collections".into());
+    if let Some(w) = who {
+        tables.push(w.collection.name.clone());
+    }
+    if expand {
+        // Expansion may read any collection through any viewRule: depend on all of them, and
+        // do not cache when one of those rules reads headers or the clock.
+        for c in &schema.collections {
+            if c.rules.view.as_deref().is_some_and(query::is_volatile_text) {
+                return None;
+            }
+            tables.push(c.name.clone());
+        }
+    }
+    Some(tables)
+}
+
+fn remember(
+    state: &Shared,
+    key: String,
+    stamp: crate::store::Stamp,
+    deps: Option<Vec<String>>,
+    body: &Bytes,
+) {
+    if let Some(tables) = deps {
+        state.caches.keep_response(
+            key,
+            ResponseEntry {
+                body: body.clone(),
+                stamp,
+                tables,
+            },
+        );
+    }
+}
+
+fn json_bytes(body: Bytes) -> Response {
+    let mut res = (StatusCode::OK, body).into_response();
+    res.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    res
 }
 
 pub(crate) async fn view(
@@ -176,12 +262,27 @@ pub(crate) async fn view(
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> ApiResult<Response> {
+    let stamp = state.store.changes().stamp();
     let c = collection_or_404(&state, &key, MSG_MISSING_COLLECTION)?;
     let who = caller(&state, &headers).await;
+    let cache_key = response_key("view", &c, &id, raw.as_deref(), who.as_ref());
+    if let Some(body) = state.caches.response(state.store.changes(), &cache_key) {
+        return Ok(json_bytes(body));
+    }
     let q = query_map(raw.as_deref());
     let req = RequestCtx::new(who.as_ref(), &method, &headers, &q, None);
     let schema = state.store.schema();
     let rule = rule_condition(&schema, &c, &c.rules.view, &req)?;
+    let base_sel = Select {
+        tables: vec![c.name.clone()],
+        ..Select::default()
+    };
+    let deps = cache_deps(
+        &schema,
+        rule.as_ref().unwrap_or(&base_sel),
+        q.contains_key("expand"),
+        who.as_ref(),
+    );
     let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
         .map_err(|_| ApiError::bad_request())?;
     let expand = expand_request(&q, &schema, &req, who.as_ref());
@@ -198,13 +299,12 @@ pub(crate) async fn view(
         })
         .await?
         .ok_or_else(ApiError::not_found)?;
-    Ok(ok_json(&shape(
-        &c,
-        row,
-        &viewer(who.as_ref()),
-        &fields,
-        expanded,
-    )))
+    let body = Bytes::from(
+        serde_json::to_vec(&shape(&c, row, &viewer(who.as_ref()), &fields, expanded))
+            .unwrap_or_default(),
+    );
+    remember(&state, cache_key, stamp, deps, &body);
+    Ok(json_bytes(body))
 }
 
 /// The record being written, in API form, aligned with the collection's fields.

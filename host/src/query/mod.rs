@@ -53,6 +53,12 @@ pub(crate) struct Select {
     pub where_sql: String,
     pub order_sql: String,
     pub params: Vec<Stored>,
+    /// Every table the statement reads (the base collection's included): what a cached result
+    /// depends on.
+    pub tables: Vec<String>,
+    /// The result depends on more than the data, the query and the caller (`@request.headers`,
+    /// the clock): never cache it.
+    pub volatile: bool,
 }
 
 /// What `@request.*` resolves to.
@@ -312,6 +318,8 @@ pub(crate) struct Query<'a> {
     join_rules: Vec<(String, String)>,
     orders: Vec<String>,
     sub_alias: usize,
+    tables: Vec<String>,
+    volatile: bool,
 }
 
 impl<'a> Query<'a> {
@@ -323,7 +331,6 @@ impl<'a> Query<'a> {
             .unwrap_or_else(|| Arc::new(base.clone()));
         Query {
             schema,
-            base,
             req,
             params: Vec::new(),
             joins: Vec::new(),
@@ -331,6 +338,9 @@ impl<'a> Query<'a> {
             join_rules: Vec::new(),
             orders: Vec::new(),
             sub_alias: 0,
+            tables: vec![base.name.clone()],
+            volatile: false,
+            base,
         }
     }
 
@@ -446,6 +456,8 @@ impl<'a> Query<'a> {
             where_sql,
             order_sql,
             params,
+            tables: self.tables,
+            volatile: self.volatile,
         }
     }
 
@@ -472,6 +484,12 @@ impl<'a> Query<'a> {
     /// Register a join; a join with the same alias replaces the earlier one (PocketBase shares
     /// one joined row between all uses of the same path).
     fn register_join(&mut self, j: Join) {
+        if let Some(name) = j.table.strip_prefix('`').and_then(|t| t.strip_suffix('`')) {
+            let name = name.replace("``", "`");
+            if !self.tables.contains(&name) {
+                self.tables.push(name);
+            }
+        }
         match self.joins.iter_mut().find(|x| x.alias == j.alias) {
             Some(x) => *x = j,
             None => self.joins.push(j),
@@ -747,6 +765,7 @@ impl<'a> Query<'a> {
             && p.modifier.is_none()
             && let Some(v) = macro_value(first)
         {
+            self.volatile = true;
             return Ok(self.param(v));
         }
         if first == "@request" {
@@ -1226,7 +1245,10 @@ impl<'a> Query<'a> {
             Some("auth") => self.req.auth.clone().map(Value::Object),
             Some("body") => Some(Value::Object(self.req.body.clone())),
             Some("query") => Some(Value::Object(self.req.query.clone())),
-            Some("headers") => Some(Value::Object(self.req.headers.clone())),
+            Some("headers") => {
+                self.volatile = true;
+                Some(Value::Object(self.req.headers.clone()))
+            }
             Some("method") => Some(Value::String(self.req.method.clone())),
             Some("context") => Some(Value::String(self.req.context.clone())),
             _ => None,
@@ -1417,6 +1439,27 @@ fn macro_value(name: &str) -> Option<Stored> {
         }
     };
     Some(Stored::Text(crate::schema::ids::format_time(time)))
+}
+
+/// Does a rule's result depend on more than data, query string and caller (`@request.headers`,
+/// the clock)? A textual check, so it errs on the side of "yes".
+pub(crate) fn is_volatile_text(rule: &str) -> bool {
+    rule.contains("@request.headers")
+        || [
+            "@now",
+            "@second",
+            "@minute",
+            "@hour",
+            "@day",
+            "@month",
+            "@weekday",
+            "@year",
+            "@yesterday",
+            "@tomorrow",
+            "@today",
+        ]
+        .iter()
+        .any(|m| rule.contains(m))
 }
 
 fn forbid_request_refs(text: &str) -> Result<(), QueryError> {

@@ -42,9 +42,10 @@ impl Changes {
         let Ok(v) = self.versions.read() else {
             return false;
         };
-        tables
-            .into_iter()
-            .all(|t| v.get(&t.to_ascii_lowercase()).is_none_or(|&at| at <= stamp.0))
+        tables.into_iter().all(|t| {
+            v.get(&t.to_ascii_lowercase())
+                .is_none_or(|&at| at <= stamp.0)
+        })
     }
 
     /// Called by the update hook for each changed row.

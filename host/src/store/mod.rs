@@ -9,8 +9,8 @@ pub(crate) mod records;
 pub(crate) mod superusers;
 
 use crate::schema::{Collection, Rules, Schema, define};
-pub(crate) use changes::{Changes, Stamp};
 use arc_swap::ArcSwap;
+pub(crate) use changes::{Changes, Stamp};
 use rusqlite::{Connection, OpenFlags};
 use std::path::Path;
 use std::sync::{Arc, Mutex, mpsc};
@@ -221,9 +221,9 @@ impl Store {
 
         let changes = Changes::new();
         let feed = Arc::clone(&changes);
-        writer.update_hook(Some(move |_: rusqlite::hooks::Action, _: &str, table: &str, _: i64| {
-            feed.touch(table)
-        }));
+        writer.update_hook(Some(
+            move |_: rusqlite::hooks::Action, _: &str, table: &str, _: i64| feed.touch(table),
+        ));
 
         let (tx, rx) = mpsc::channel::<Job>();
         // One thread owns the only write connection: every write and transaction runs here in
