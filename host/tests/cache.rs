@@ -1,0 +1,202 @@
+//! The response and token caches never answer with data older than a write the client has seen
+//! complete: writers check their own writes through list and view while readers keep the same
+//! responses hot in the cache.
+
+#[allow(dead_code)] // each test binary uses its own part of the helpers
+mod common;
+
+use common::Server;
+use serde_json::json;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+const WRITERS: usize = 3;
+const ROUNDS: usize = 60;
+
+#[test]
+fn reads_after_writes_are_never_stale_under_concurrency() {
+    let s = Server::start();
+    let su = s.su_token();
+    s.create_collection(
+        &su,
+        json!({"name": "counters", "listRule": "", "viewRule": "", "createRule": "",
+            "updateRule": "", "deleteRule": "",
+            "fields": [{"name": "n", "type": "number"}, {"name": "tag", "type": "text"}]}),
+    );
+    let base = "/api/collections/counters/records";
+    let ids: Vec<String> = (0..WRITERS)
+        .map(|w| {
+            let r = s.req(
+                "POST",
+                base,
+                None,
+                Some(&json!({"n": 0, "tag": format!("w{w}")})),
+            );
+            assert_eq!(r.status, 200, "{}", r.json);
+            r.json["id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    let stop = AtomicBool::new(false);
+    let reads = AtomicUsize::new(0);
+
+    std::thread::scope(|scope| {
+        // Readers: the very queries the writers check, plus a list, as fast as they can, so
+        // the cache is always holding the previous answer when a write lands.
+        for r in 0..3 {
+            let (s, ids, stop, reads) = (&s, &ids, &stop, &reads);
+            scope.spawn(move || {
+                let mut i = r;
+                let deadline = std::time::Instant::now() + Duration::from_secs(120);
+                while !stop.load(Ordering::Relaxed) && std::time::Instant::now() < deadline {
+                    let id = &ids[i % ids.len()];
+                    let paths = [
+                        format!("{base}/{id}"),
+                        format!("{base}?filter=id%3D%27{id}%27"),
+                        format!("{base}?filter=tag%3D%27fresh{}%27", i % WRITERS),
+                        format!("{base}?sort=-n&perPage=5"),
+                    ];
+                    for p in &paths {
+                        let res = s.req("GET", p, None, None);
+                        assert!(res.status == 200 || res.status == 404, "{p}: {}", res.json);
+                        reads.fetch_add(1, Ordering::Relaxed);
+                    }
+                    i += 1;
+                }
+            });
+        }
+        // Writers: every write is followed at once by reads that must see it.
+        let mut handles = Vec::new();
+        for (w, id) in ids.iter().enumerate() {
+            let s = &s;
+            handles.push(scope.spawn(move || {
+                let view = format!("{base}/{id}");
+                let by_id = format!("{base}?filter=id%3D%27{id}%27");
+                let fresh = format!("{base}?filter=tag%3D%27fresh{w}%27");
+                for round in 1..=ROUNDS {
+                    let n = round as u64;
+                    let r = s.req("PATCH", &view, None, Some(&json!({"n": n})));
+                    assert_eq!(r.status, 200, "{}", r.json);
+                    assert_eq!(
+                        s.req("GET", &view, None, None).json["n"],
+                        json!(n),
+                        "view after update"
+                    );
+                    assert_eq!(
+                        s.req("GET", &by_id, None, None).json["items"][0]["n"],
+                        json!(n),
+                        "list after update"
+                    );
+                    let created = s.req(
+                        "POST",
+                        base,
+                        None,
+                        Some(&json!({"tag": format!("fresh{w}")})),
+                    );
+                    assert_eq!(created.status, 200, "{}", created.json);
+                    let new_id = created.json["id"].as_str().unwrap().to_owned();
+                    assert_eq!(
+                        s.req("GET", &fresh, None, None).json["totalItems"],
+                        json!(1),
+                        "list after create"
+                    );
+                    let gone = s.req("DELETE", &format!("{base}/{new_id}"), None, None);
+                    assert_eq!(gone.status, 204);
+                    assert_eq!(
+                        s.req("GET", &fresh, None, None).json["totalItems"],
+                        json!(0),
+                        "list after delete"
+                    );
+                    assert_eq!(
+                        s.req("GET", &format!("{base}/{new_id}"), None, None).status,
+                        404,
+                        "view after delete"
+                    );
+                }
+            }));
+        }
+        let outcomes: Vec<_> = handles.into_iter().map(|h| h.join()).collect();
+        // Stop the readers before reporting, or a failed writer would leave them running.
+        stop.store(true, Ordering::Relaxed);
+        for o in outcomes {
+            if let Err(panic) = o {
+                std::panic::resume_unwind(panic);
+            }
+        }
+    });
+    assert!(reads.load(Ordering::Relaxed) > 100, "the readers ran");
+}
+
+/// A changed collection rule applies to the next request, cached answers notwithstanding, and a
+/// token stops working the moment its record's tokenKey changes (password change).
+#[test]
+fn rule_changes_and_password_changes_are_seen_at_once() {
+    let s = Server::start();
+    let su = s.su_token();
+    let coll = s.create_collection(
+        &su,
+        json!({"name": "notes", "listRule": "", "viewRule": "",
+            "fields": [{"name": "t", "type": "text"}]}),
+    );
+    let created = s.req(
+        "POST",
+        "/api/collections/notes/records",
+        Some(&su),
+        Some(&json!({"t": "x"})),
+    );
+    let path = format!(
+        "/api/collections/notes/records/{}",
+        created.json["id"].as_str().unwrap()
+    );
+    for _ in 0..3 {
+        assert_eq!(s.req("GET", &path, None, None).status, 200);
+        assert_eq!(
+            s.req("GET", "/api/collections/notes/records", None, None)
+                .json["totalItems"],
+            json!(1)
+        );
+    }
+    let r = s.req(
+        "PATCH",
+        &format!("/api/collections/{}", coll["id"].as_str().unwrap()),
+        Some(&su),
+        Some(&json!({"listRule": "t = 'y'", "viewRule": null})),
+    );
+    assert_eq!(r.status, 200, "{}", r.json);
+    assert_eq!(s.req("GET", &path, None, None).status, 403);
+    assert_eq!(
+        s.req("GET", "/api/collections/notes/records", None, None)
+            .json["totalItems"],
+        json!(0)
+    );
+
+    // A user token, used until cached, then invalidated by a password change.
+    let u = s.req(
+        "POST",
+        "/api/collections/users/records",
+        None,
+        Some(&json!({"email": "u@example.com", "password": "pass123456", "passwordConfirm": "pass123456"})),
+    );
+    assert_eq!(u.status, 200, "{}", u.json);
+    let uid = u.json["id"].as_str().unwrap().to_owned();
+    let tok = s.login("users", "u@example.com", "pass123456").json["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let me = format!("/api/collections/users/records/{uid}");
+    for _ in 0..3 {
+        assert_eq!(s.req("GET", &me, Some(&tok), None).status, 200);
+    }
+    let r = s.req(
+        "PATCH",
+        &me,
+        Some(&tok),
+        Some(&json!({"oldPassword": "pass123456", "password": "newpass1234", "passwordConfirm": "newpass1234"})),
+    );
+    assert_eq!(r.status, 200, "{}", r.json);
+    std::thread::sleep(Duration::from_millis(10));
+    assert_eq!(
+        s.req("GET", &me, Some(&tok), None).status,
+        404,
+        "the old token is a guest now, and guests may not view users"
+    );
+}
