@@ -483,7 +483,17 @@ impl<'a> Query<'a> {
 
     /// Register a join; a join with the same alias replaces the earlier one (PocketBase shares
     /// one joined row between all uses of the same path).
-    fn register_join(&mut self, j: Join) {
+    fn register_join(&mut self, j: Join) -> Result<(), QueryError> {
+        // Aliases come from the path as typed and SQLite compares them case-insensitively:
+        // `notes_via_item` and `Notes_via_item` would be two joins with one name. PocketBase
+        // answers 400 there; so do we, before any SQL exists.
+        if self
+            .joins
+            .iter()
+            .any(|x| x.alias != j.alias && x.alias.eq_ignore_ascii_case(&j.alias))
+        {
+            return resolve_err(format!("ambiguous join alias {:?}", j.alias));
+        }
         if let Some(name) = j.table.strip_prefix('`').and_then(|t| t.strip_suffix('`')) {
             let name = name.replace("``", "`");
             if !self.tables.contains(&name) {
@@ -494,6 +504,7 @@ impl<'a> Query<'a> {
             Some(x) => *x = j,
             None => self.joins.push(j),
         }
+        Ok(())
     }
 
     fn next_sub_alias(&mut self, prefix: &str) -> String {
@@ -791,7 +802,7 @@ impl<'a> Query<'a> {
                 table: qi(&coll.name),
                 alias: alias.clone(),
                 on: None,
-            });
+            })?;
             let mm_alias = format!("__mm{alias}");
             walk.mm.joins.push(Join {
                 table: qi(&coll.name),
@@ -917,18 +928,18 @@ impl<'a> Query<'a> {
                             table: json_each(&col),
                             alias: je.clone(),
                             on: None,
-                        });
+                        })?;
                         self.register_join(Join {
                             table: qi(&target.name),
                             alias: new_alias.clone(),
                             on: Some(format!("{}.`id` = {}.`value`", qi(&new_alias), qi(&je))),
-                        });
+                        })?;
                     } else {
                         self.register_join(Join {
                             table: qi(&target.name),
                             alias: new_alias.clone(),
                             on: Some(format!("{}.`id` = {col}", qi(&new_alias))),
-                        });
+                        })?;
                     }
                     let new_mm = format!("{}_{prop}", w.mm_alias);
                     let mm_col = format!("{}.{}", qi(&w.mm_alias), qi(prop));
@@ -1019,7 +1030,7 @@ impl<'a> Query<'a> {
             table: qi(&back.name),
             alias: new_alias.clone(),
             on: Some(on),
-        });
+        })?;
         let new_mm = format!("{}_{prop}", w.mm_alias);
         let mm_on = if rel_multi {
             let je = format!("__je_{new_mm}");
@@ -1132,7 +1143,7 @@ impl<'a> Query<'a> {
                 table: json_each(&col),
                 alias: je.clone(),
                 on: None,
-            });
+            })?;
             let je2 = format!("__je_{}_{}", w.mm_alias, f.name);
             w.mm.joins.push(Join {
                 table: json_each(&mm_col),
@@ -1204,7 +1215,7 @@ impl<'a> Query<'a> {
                 table: qi(&coll.name),
                 alias: alias.clone(),
                 on: Some(format!("{}.`id` = {ph}", qi(&alias))),
-            });
+            })?;
             let mut w = self.walk(scope, &coll, &alias, true);
             let mm_alias = format!("__mm_{alias}");
             w.mm.joins.push(Join {
@@ -1225,7 +1236,7 @@ impl<'a> Query<'a> {
                 }
                 if p.segments.len() == 3 {
                     match p.modifier {
-                        Some(Modifier::Each) => return Ok(self.body_each(scope, name)),
+                        Some(Modifier::Each) => return self.body_each(scope, name),
                         Some(Modifier::Length) => {
                             let n = body_items(self.req.body.get(name.as_str())).len();
                             return Ok(self.param(Stored::Int(n as i64)));
@@ -1314,7 +1325,7 @@ impl<'a> Query<'a> {
             table: qi(&target.name),
             alias: alias.clone(),
             on: Some(on(&alias)),
-        });
+        })?;
         let mut w = self.walk(scope, &target, &alias, true);
         let mm_alias = format!("__mm{alias}");
         w.mm.joins.push(Join {
@@ -1329,7 +1340,7 @@ impl<'a> Query<'a> {
     }
 
     /// `@request.body.<multi>:each`: the submitted items as joined rows.
-    fn body_each(&mut self, scope: &Scope, name: &str) -> Res {
+    fn body_each(&mut self, scope: &Scope, name: &str) -> Result<Res, QueryError> {
         let items = body_items(self.req.body.get(name));
         let json = Value::Array(items.into_iter().map(Value::String).collect()).to_string();
         let (ph, _) = self.bind(Stored::Text(json));
@@ -1338,7 +1349,7 @@ impl<'a> Query<'a> {
             table: format!("json_each({ph})"),
             alias: alias.clone(),
             on: None,
-        });
+        })?;
         let mut w = self.walk(scope, &scope.coll, &scope.alias, true);
         let mm_alias = format!("__mm{alias}");
         w.mm.joins.push(Join {
@@ -1347,10 +1358,10 @@ impl<'a> Query<'a> {
             on: None,
         });
         w.mm.value = format!("{}.`value`", qi(&mm_alias));
-        Res {
+        Ok(Res {
             multi: Some(Box::new(w.mm)),
             ..Res::expr(format!("{}.`value`", qi(&alias)))
-        }
+        })
     }
 
     /// `@request.body.x:changed`: submitted, and different from the stored value.
