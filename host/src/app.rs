@@ -33,7 +33,11 @@ pub(crate) async fn serve(
     let state = Arc::new(AppState {
         store: Arc::clone(&store),
         cfg: Arc::clone(&cfg),
-        caches: api::cache::Caches::new(cfg.cache.tokens, cfg.cache.responses),
+        caches: api::cache::Caches::new(
+            cfg.cache.tokens,
+            cfg.cache.responses,
+            cfg.cache.response_bytes,
+        ),
     });
     let app = api::router(state).into_make_service_with_connect_info::<SocketAddr>();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

@@ -21,6 +21,8 @@ pub(crate) struct CacheConfig {
     pub tokens: usize,
     /// Whole list/view responses kept (0 = off).
     pub responses: usize,
+    /// Bytes of response bodies kept, at most.
+    pub response_bytes: usize,
 }
 
 impl Default for CacheConfig {
@@ -28,6 +30,7 @@ impl Default for CacheConfig {
         Self {
             tokens: 10_000,
             responses: 4_096,
+            response_bytes: 8 << 20,
         }
     }
 }

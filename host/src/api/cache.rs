@@ -20,39 +20,71 @@ const SHARDS: usize = 16;
 
 pub(crate) struct Bounded<V> {
     hasher: RandomState,
-    shards: Vec<Mutex<HashMap<String, V>>>,
+    shards: Vec<Mutex<Shard<V>>>,
     per_shard: usize,
+    bytes_per_shard: usize,
+}
+
+struct Shard<V> {
+    map: HashMap<String, (V, usize)>,
+    bytes: usize,
 }
 
 impl<V: Clone> Bounded<V> {
-    pub(crate) fn new(capacity: usize) -> Self {
+    /// At most `capacity` entries and `bytes` bytes (keys plus the weights given on insert).
+    pub(crate) fn new(capacity: usize, bytes: usize) -> Self {
         Self {
             hasher: RandomState::new(),
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS)
+                .map(|_| {
+                    Mutex::new(Shard {
+                        map: HashMap::new(),
+                        bytes: 0,
+                    })
+                })
+                .collect(),
             per_shard: capacity.div_ceil(SHARDS).max(1),
+            bytes_per_shard: bytes.div_ceil(SHARDS).max(1),
         }
     }
 
-    fn shard(&self, key: &str) -> &Mutex<HashMap<String, V>> {
+    fn shard(&self, key: &str) -> &Mutex<Shard<V>> {
         &self.shards[(self.hasher.hash_one(key) as usize) % SHARDS]
     }
 
     pub(crate) fn get(&self, key: &str) -> Option<V> {
-        self.shard(key).lock().ok()?.get(key).cloned()
+        self.shard(key)
+            .lock()
+            .ok()?
+            .map
+            .get(key)
+            .map(|(v, _)| v.clone())
     }
 
-    pub(crate) fn insert(&self, key: String, value: V) {
-        if let Ok(mut m) = self.shard(&key).lock() {
-            if m.len() >= self.per_shard && !m.contains_key(&key) {
-                m.clear();
+    /// Keep `value`, weighing `weight` bytes besides its key; too heavy values are not kept.
+    pub(crate) fn insert(&self, key: String, value: V, weight: usize) {
+        let weight = weight + key.len();
+        if weight > self.bytes_per_shard {
+            return;
+        }
+        if let Ok(mut s) = self.shard(&key).lock() {
+            if let Some((_, old)) = s.map.remove(&key) {
+                s.bytes -= old;
             }
-            m.insert(key, value);
+            if s.map.len() >= self.per_shard || s.bytes + weight > self.bytes_per_shard {
+                s.map.clear();
+                s.bytes = 0;
+            }
+            s.bytes += weight;
+            s.map.insert(key, (value, weight));
         }
     }
 
     pub(crate) fn remove(&self, key: &str) {
-        if let Ok(mut m) = self.shard(key).lock() {
-            m.remove(key);
+        if let Ok(mut s) = self.shard(key).lock()
+            && let Some((_, w)) = s.map.remove(key)
+        {
+            s.bytes -= w;
         }
     }
 }
@@ -81,11 +113,16 @@ pub(crate) struct Caches {
 }
 
 impl Caches {
-    pub(crate) fn new(token_capacity: usize, response_capacity: usize) -> Self {
+    pub(crate) fn new(
+        token_capacity: usize,
+        response_capacity: usize,
+        response_bytes: usize,
+    ) -> Self {
         Self {
-            tokens: Bounded::new(token_capacity),
-            responses: Bounded::new(response_capacity.max(1)),
-            responses_on: response_capacity > 0,
+            // A token entry holds the caller's row: a few hundred bytes.
+            tokens: Bounded::new(token_capacity, token_capacity.saturating_mul(1024)),
+            responses: Bounded::new(response_capacity.max(1), response_bytes),
+            responses_on: response_capacity > 0 && response_bytes > 0,
         }
     }
 
@@ -105,7 +142,8 @@ impl Caches {
 
     pub(crate) fn keep_response(&self, key: String, entry: ResponseEntry) {
         if self.responses_on {
-            self.responses.insert(key, Arc::new(entry));
+            let weight = entry.body.len() + entry.tables.iter().map(String::len).sum::<usize>();
+            self.responses.insert(key, Arc::new(entry), weight);
         }
     }
 }
@@ -116,19 +154,33 @@ mod tests {
 
     #[test]
     fn a_full_shard_is_emptied_and_the_new_key_kept() {
-        let b: Bounded<u32> = Bounded::new(SHARDS);
+        let b: Bounded<u32> = Bounded::new(SHARDS, 1 << 20);
         for i in 0..1000 {
-            b.insert(format!("k{i}"), i);
+            b.insert(format!("k{i}"), i, 8);
         }
         assert_eq!(b.get("k999"), Some(999));
-        let total: usize = b.shards.iter().map(|s| s.lock().unwrap().len()).sum();
+        let total: usize = b.shards.iter().map(|s| s.lock().unwrap().map.len()).sum();
         assert!(total <= SHARDS, "{total}");
+    }
+
+    #[test]
+    fn the_byte_budget_bounds_a_shard_and_oversized_values_are_not_kept() {
+        let b: Bounded<u32> = Bounded::new(1000, SHARDS * 100);
+        b.insert("big".into(), 1, 500);
+        assert_eq!(b.get("big"), None);
+        for i in 0..200 {
+            b.insert(format!("k{i}"), i, 40);
+        }
+        for s in &b.shards {
+            assert!(s.lock().unwrap().bytes <= 100);
+        }
+        assert_eq!(b.get("k199"), Some(199));
     }
 
     #[test]
     fn responses_expire_when_a_table_they_read_changes() {
         let changes = Changes::new();
-        let c = Caches::new(10, 10);
+        let c = Caches::new(10, 10, 1 << 20);
         let stamp = changes.stamp();
         c.keep_response(
             "k".into(),

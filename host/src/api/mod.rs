@@ -136,6 +136,7 @@ pub(crate) async fn caller(state: &AppState, headers: &HeaderMap) -> Option<Call
                 exp: claims.exp.unwrap_or(now),
                 stamp,
             },
+            0,
         );
     }
     Some(caller)

@@ -152,11 +152,14 @@ pub(crate) async fn list(
     let rows = state
         .store
         .read(move |conn| {
-            let rows = store_records::list(conn, &c2, &sel, per_page, (page - 1) * per_page)?;
-            let total = if skip {
-                -1
+            // One read transaction: the page, the total and the expansions see one snapshot.
+            let tx = conn.unchecked_transaction()?;
+            let conn: &rusqlite::Connection = &tx;
+            let offset = (page - 1) * per_page;
+            let (rows, total) = if skip {
+                (store_records::list(conn, &c2, &sel, per_page, offset)?, -1)
             } else {
-                store_records::count(conn, &c2, &sel)?
+                store_records::page_and_total(conn, &c2, &sel, per_page, offset)?
             };
             let expanded = run_expand(conn, &c2, &rows, expand.as_ref())?;
             Ok((rows, total, expanded))
