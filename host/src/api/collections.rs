@@ -286,7 +286,7 @@ pub(crate) async fn truncate(
     state
         .store
         .write(move |conn| {
-            let tx = conn.transaction()?;
+            let tx = conn.savepoint()?;
             crate::store::records::truncate(&tx, &schema, &c)?;
             tx.commit()?;
             Ok(())

@@ -389,12 +389,47 @@ fn validation_error(message: &str, data: Map<String, Value>) -> ApiError {
 }
 
 /// Field validation plus the checks that need the database (relations exist).
+/// Relation ids a write must find: (field name, target collection, ids).
+type RelationChecks = Vec<(String, Arc<Collection>, Vec<String>)>;
+
+/// The fields whose relation ids do not all exist.
+fn missing_relations(
+    conn: &rusqlite::Connection,
+    checks: &RelationChecks,
+) -> crate::store::Result<Vec<String>> {
+    let mut missing = Vec::new();
+    for (name, target, ids) in checks {
+        let found = store_records::existing_ids(conn, target, ids)?;
+        if ids.iter().any(|i| !found.contains(i)) {
+            missing.push(name.clone());
+        }
+    }
+    Ok(missing)
+}
+
+fn missing_relation_errors(names: Vec<String>) -> Map<String, Value> {
+    let mut errors = Map::new();
+    for name in names {
+        errors.insert(
+            name,
+            verr(
+                "validation_missing_rel_records",
+                "Failed to find all relation records with the provided ids.",
+            ),
+        );
+    }
+    errors
+}
+
+/// Validate the draft. On success, the relation ids still to be found, which the write checks
+/// on its own connection (one trip to the writer instead of a read first); on failure, every
+/// field error, relation ones included.
 async fn validate(
     state: &Shared,
     c: &Arc<Collection>,
     draft: &Draft,
     skip: &[usize],
-) -> Result<(), Map<String, Value>> {
+) -> Result<RelationChecks, Map<String, Value>> {
     let mut errors = Map::new();
     for (i, f) in c.fields.iter().enumerate() {
         if skip.contains(&i) || f.kind == FieldType::Autodate {
@@ -405,7 +440,7 @@ async fn validate(
         }
     }
     let schema = state.store.schema();
-    let mut checks: Vec<(String, Arc<Collection>, Vec<String>)> = Vec::new();
+    let mut checks: RelationChecks = Vec::new();
     for (i, f) in c.fields.iter().enumerate() {
         if f.kind != FieldType::Relation || errors.contains_key(&f.name) {
             continue;
@@ -434,36 +469,19 @@ async fn validate(
             }
         }
     }
+    if errors.is_empty() {
+        return Ok(checks);
+    }
+    // The write will not happen: report the relation errors along with the others now.
     if !checks.is_empty() {
         let missing = state
             .store
-            .read(move |conn| {
-                let mut missing = Vec::new();
-                for (name, target, ids) in checks {
-                    let found = store_records::existing_ids(conn, &target, &ids)?;
-                    if ids.iter().any(|i| !found.contains(i)) {
-                        missing.push(name);
-                    }
-                }
-                Ok(missing)
-            })
+            .read(move |conn| missing_relations(conn, &checks))
             .await
             .unwrap_or_default();
-        for name in missing {
-            errors.insert(
-                name,
-                verr(
-                    "validation_missing_rel_records",
-                    "Failed to find all relation records with the provided ids.",
-                ),
-            );
-        }
+        errors.extend(missing_relation_errors(missing));
     }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors)
-    }
+    Err(errors)
 }
 
 /// Hash the draft's new passwords off the async runtime.
@@ -513,6 +531,8 @@ fn check_files(parsed: &body::Parsed) -> ApiResult<()> {
 enum WriteOutcome {
     Done(StoreRecord),
     RuleFailed,
+    /// Relation fields whose ids were not found.
+    MissingRelations(Vec<String>),
 }
 
 /// What create and update share before they diverge: the collection (not a view), the caller,
@@ -655,7 +675,7 @@ pub(crate) async fn create(
             }
         }
     }
-    validate(&state, &c, &draft, &skip)
+    let checks = validate(&state, &c, &draft, &skip)
         .await
         .map_err(|e| validation_error(MSG_CREATE_FAILED, e))?;
 
@@ -668,7 +688,11 @@ pub(crate) async fn create(
     let outcome = state
         .store
         .write(move |conn| {
-            let tx = conn.transaction()?;
+            let missing = missing_relations(conn, &checks)?;
+            if !missing.is_empty() {
+                return Ok(WriteOutcome::MissingRelations(missing));
+            }
+            let tx = conn.savepoint()?;
             store_records::insert(&tx, &c2, &row)?;
             // PocketBase checks a create rule against the would-be record: insert, look, and
             // roll back when the rule does not hold.
@@ -698,6 +722,10 @@ pub(crate) async fn create(
             .await
         }
         WriteOutcome::RuleFailed => Err(ApiError::new(StatusCode::BAD_REQUEST, MSG_CREATE_FAILED)),
+        WriteOutcome::MissingRelations(names) => Err(validation_error(
+            MSG_CREATE_FAILED,
+            missing_relation_errors(names),
+        )),
     }
 }
 
@@ -788,7 +816,7 @@ pub(crate) async fn update(
     let skip: Vec<usize> = (0..c.fields.len())
         .filter(|i| !changed.contains(i))
         .collect();
-    validate(&state, &c, &draft, &skip)
+    let checks = validate(&state, &c, &draft, &skip)
         .await
         .map_err(|e| validation_error(MSG_UPDATE_FAILED, e))?;
     hash_passwords(&c, &mut draft).await?;
@@ -796,21 +824,37 @@ pub(crate) async fn update(
     changed.dedup();
     let row = to_row(&c, &draft, Some(&changed));
     let c2 = Arc::clone(&c);
-    let saved = state
+    let outcome = state
         .store
         .write(move |conn| {
-            let tx = conn.transaction()?;
+            let missing = missing_relations(conn, &checks)?;
+            if !missing.is_empty() {
+                return Ok(WriteOutcome::MissingRelations(missing));
+            }
+            let tx = conn.savepoint()?;
             store_records::update(&tx, &c2, &id, &row)?;
             let saved = store_records::get(&tx, &c2, &id, None)?;
             tx.commit()?;
-            Ok(saved)
+            Ok(match saved {
+                Some(r) => WriteOutcome::Done(r),
+                None => WriteOutcome::RuleFailed,
+            })
         })
         .await
         .map_err(|e| match e {
             StoreError::NotUnique(cols) => unique_error(MSG_UPDATE_FAILED, cols),
             other => other.into(),
-        })?
-        .ok_or_else(ApiError::not_found)?;
+        })?;
+    let saved = match outcome {
+        WriteOutcome::Done(r) => r,
+        WriteOutcome::RuleFailed => return Err(ApiError::not_found()),
+        WriteOutcome::MissingRelations(names) => {
+            return Err(validation_error(
+                MSG_UPDATE_FAILED,
+                missing_relation_errors(names),
+            ));
+        }
+    };
     respond_written(
         &state,
         &c,
@@ -993,7 +1037,7 @@ pub(crate) async fn delete(
     let found = state
         .store
         .write(move |conn| {
-            let tx = conn.transaction()?;
+            let tx = conn.savepoint()?;
             if store_records::get(&tx, &c2, &id, rule.as_ref())?.is_none() {
                 return Ok(false);
             }

@@ -79,7 +79,83 @@ pub(crate) struct StoreConfig {
     pub n_readers: usize,
 }
 
-type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+/// What a batched job hands back: called once the batch's fate is known (true = committed), to
+/// deliver the job's result to its caller.
+type Finish = Box<dyn FnOnce(bool) + Send>;
+
+/// Work for the writer thread.
+enum Job {
+    /// A data write that runs inside a savepoint; consecutive ones share one commit.
+    Batched(Box<dyn FnOnce(&mut Connection) -> Finish + Send>),
+    /// Runs alone, outside any transaction of ours (schema changes, the CLI).
+    Solo(Box<dyn FnOnce(&mut Connection) + Send>),
+}
+
+/// Most jobs one commit carries.
+const MAX_BATCH: usize = 64;
+
+/// The writer thread's loop. Group commit: the jobs waiting when the writer gets to them run
+/// one after the other inside one transaction, each in its own savepoint (a failing job rolls
+/// back only itself), and one COMMIT makes them all durable. Only then do the callers hear
+/// back, after the change feed has published what the batch touched.
+fn writer_loop(writer: &mut Connection, rx: &mpsc::Receiver<Job>, changes: &Changes) {
+    let mut next: Option<Job> = None;
+    loop {
+        let job = match next.take() {
+            Some(j) => j,
+            None => match rx.recv() {
+                Ok(j) => j,
+                Err(_) => return,
+            },
+        };
+        let first = match job {
+            Job::Solo(f) => {
+                f(writer);
+                changes.publish();
+                continue;
+            }
+            Job::Batched(f) => f,
+        };
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(Job::Batched(f)) => batch.push(f),
+                Ok(solo) => {
+                    next = Some(solo);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        if batch.len() == 1 {
+            // Alone: the job's own savepoint is its transaction.
+            let finish = batch.pop().map(|f| f(writer));
+            changes.publish();
+            if let Some(finish) = finish {
+                finish(true);
+            }
+            continue;
+        }
+        if writer.execute_batch("BEGIN IMMEDIATE").is_err() {
+            // No shared transaction: each job's savepoint commits it on its own.
+            for f in batch {
+                let finish = f(writer);
+                changes.publish();
+                finish(true);
+            }
+            continue;
+        }
+        let finishers: Vec<Finish> = batch.into_iter().map(|f| f(writer)).collect();
+        let committed = writer.execute_batch("COMMIT").is_ok();
+        if !committed && !writer.is_autocommit() {
+            let _ = writer.execute_batch("ROLLBACK");
+        }
+        changes.publish();
+        for finish in finishers {
+            finish(committed);
+        }
+    }
+}
 
 pub(crate) struct Store {
     writer: Mutex<Option<mpsc::Sender<Job>>>,
@@ -226,14 +302,13 @@ impl Store {
         ));
 
         let (tx, rx) = mpsc::channel::<Job>();
+        let feed = Arc::clone(&changes);
         // One thread owns the only write connection: every write and transaction runs here in
         // order, so writers never contend for SQLite's lock and readers never wait on them.
         let handle = std::thread::Builder::new()
             .name("ferrobase-writer".into())
             .spawn(move || {
-                while let Ok(job) = rx.recv() {
-                    job(&mut writer);
-                }
+                writer_loop(&mut writer, &rx, &feed);
                 // Last act before the process lets go of the file: fold the WAL back in.
                 let _ = writer.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
             })?;
@@ -267,37 +342,53 @@ impl Store {
             .map_err(|_| StoreError::WriterGone)
     }
 
-    /// Run `f` on the writer thread (inside whatever transaction `f` opens) and wait for it.
+    /// Run a data write on the writer thread and wait until it is committed. `f` must keep its
+    /// changes inside `conn.savepoint()` (never `transaction()`): it may run inside a group
+    /// commit with other writes, and its result is delivered only after that commit.
     pub(crate) async fn write<R, F>(&self, f: F) -> Result<R>
     where
         F: FnOnce(&mut Connection) -> Result<R> + Send + 'static,
         R: Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
-        let changes = Arc::clone(&self.changes);
-        self.send(Box::new(move |conn| {
+        self.send(Job::Batched(Box::new(move |conn| {
             let out = f(conn);
-            // New versions are out before the caller hears back: whoever saw this write
-            // complete can no longer be served a cached result from before it.
-            changes.publish();
-            let _ = tx.send(out);
-        }))?;
+            Box::new(move |committed| {
+                let out = match out {
+                    Ok(_) if !committed => Err(StoreError::Invalid(
+                        "the write could not be committed".into(),
+                    )),
+                    other => other,
+                };
+                let _ = tx.send(out);
+            })
+        })))?;
         rx.await.map_err(|_| StoreError::WriterGone)?
     }
 
-    /// The same as `write`, for callers outside the async runtime (the CLI).
+    /// Run `f` alone on the writer (no group commit, no transaction of ours around it).
+    async fn write_solo<R, F>(&self, f: F) -> Result<R>
+    where
+        F: FnOnce(&mut Connection) -> Result<R> + Send + 'static,
+        R: Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        self.send(Job::Solo(Box::new(move |conn| {
+            let _ = tx.send(f(conn));
+        })))?;
+        rx.await.map_err(|_| StoreError::WriterGone)?
+    }
+
+    /// A solo write for callers outside the async runtime (the CLI).
     pub(crate) fn write_blocking<R, F>(&self, f: F) -> Result<R>
     where
         F: FnOnce(&mut Connection) -> Result<R> + Send + 'static,
         R: Send + 'static,
     {
         let (tx, rx) = std::sync::mpsc::channel();
-        let changes = Arc::clone(&self.changes);
-        self.send(Box::new(move |conn| {
-            let out = f(conn);
-            changes.publish();
-            let _ = tx.send(out);
-        }))?;
+        self.send(Job::Solo(Box::new(move |conn| {
+            let _ = tx.send(f(conn));
+        })))?;
         rx.recv().map_err(|_| StoreError::WriterGone)?
     }
 
@@ -309,7 +400,8 @@ impl Store {
         R: Send + 'static,
     {
         let me = Arc::clone(self);
-        self.write(move |conn| {
+        // Alone: the new snapshot must not be published before its tables are committed.
+        self.write_solo(move |conn| {
             let tx = conn.transaction()?;
             let out = f(&tx)?;
             let collections = load_collections(&tx)?;
@@ -428,6 +520,53 @@ mod tests {
         assert!(dir.path().join("auxiliary.db").exists());
     }
 
+    /// Writes that land together share a commit, but each one's failure rolls back only itself.
+    #[tokio::test]
+    async fn group_commit_keeps_each_write_all_or_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(dir.path(), &cfg()).unwrap());
+        let mut tasks = Vec::new();
+        for i in 0..40 {
+            let s = Arc::clone(&store);
+            tasks.push(tokio::spawn(async move {
+                s.write(move |c| {
+                    let sp = c.savepoint()?;
+                    sp.execute(
+                        "INSERT INTO _params (id, value) VALUES (?1, '1')",
+                        [format!("gc{i}")],
+                    )?;
+                    if i % 2 == 1 {
+                        return Err(StoreError::Invalid("odd".into()));
+                    }
+                    sp.commit()?;
+                    Ok(i)
+                })
+                .await
+            }));
+        }
+        let mut ok = 0;
+        for t in tasks {
+            if t.await.unwrap().is_ok() {
+                ok += 1;
+            }
+        }
+        assert_eq!(ok, 20);
+        let n: i64 = store
+            .read(|c| {
+                Ok(c.query_row(
+                    "SELECT count(*) FROM _params WHERE id LIKE 'gc%'",
+                    [],
+                    |r| r.get(0),
+                )?)
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            n, 20,
+            "the failed writes left nothing, the others all committed"
+        );
+    }
+
     #[tokio::test]
     async fn reads_do_not_wait_for_a_busy_writer() {
         let dir = tempfile::tempdir().unwrap();
@@ -437,10 +576,10 @@ mod tests {
         // The writer sits inside an open write transaction until told to finish.
         let w = tokio::spawn(async move {
             s2.write(move |c| {
-                let tx = c.transaction()?;
-                tx.execute("INSERT INTO _params (id, value) VALUES ('held', '1')", [])?;
+                let sp = c.savepoint()?;
+                sp.execute("INSERT INTO _params (id, value) VALUES ('held', '1')", [])?;
                 let _ = hold_rx.recv();
-                tx.commit()?;
+                sp.commit()?;
                 Ok(())
             })
             .await
