@@ -102,7 +102,10 @@ pub(crate) struct TokenEntry {
 pub(crate) struct ResponseEntry {
     pub body: Bytes,
     pub stamp: Stamp,
+    /// Any change to these tables invalidates the entry.
     pub tables: Vec<String>,
+    /// Only updates and deletes in these tables do (a view that reads one known row).
+    pub row_tables: Vec<String>,
 }
 
 pub(crate) struct Caches {
@@ -132,7 +135,9 @@ impl Caches {
             return None;
         }
         let e = self.responses.get(key)?;
-        if changes.unchanged_since(e.stamp, e.tables.iter().map(String::as_str)) {
+        if changes.unchanged_since(e.stamp, e.tables.iter().map(String::as_str))
+            && changes.rows_unchanged_since(e.stamp, e.row_tables.iter().map(String::as_str))
+        {
             Some(e.body.clone())
         } else {
             self.responses.remove(key);
@@ -188,13 +193,14 @@ mod tests {
                 body: Bytes::from_static(b"{}"),
                 stamp,
                 tables: vec!["posts".into()],
+                row_tables: Vec::new(),
             },
         );
         assert!(c.response(&changes, "k").is_some());
-        changes.touch("users");
+        changes.touch("users", true);
         changes.publish();
         assert!(c.response(&changes, "k").is_some());
-        changes.touch("posts");
+        changes.touch("posts", false);
         changes.publish();
         assert!(c.response(&changes, "k").is_none());
     }

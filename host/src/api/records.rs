@@ -146,7 +146,7 @@ pub(crate) async fn list(
         query.sort(s)?;
     }
     let sel = query.finish();
-    let deps = cache_deps(&schema, &sel, expand.is_some(), who.as_ref());
+    let deps = cache_deps(&schema, &sel, expand.is_some(), who.as_ref(), false);
 
     let c2 = Arc::clone(&c);
     let rows = state
@@ -202,17 +202,30 @@ fn response_key(
     format!("{kind}\0{}\0{id}\0{}\0{caller}", c.id, raw.unwrap_or(""))
 }
 
-/// What a response read, for the cache; None when it must not be cached at all.
+/// What a cached response depends on.
+struct Deps {
+    tables: Vec<String>,
+    row_tables: Vec<String>,
+}
+
+/// What a response read, for the cache; None when it must not be cached at all. `one_row`:
+/// the response shows one known row of the base table (a view), so inserts there cannot
+/// change it, only updates and deletes can.
 fn cache_deps(
     schema: &Schema,
     sel: &Select,
     expand: bool,
     who: Option<&Caller>,
-) -> Option<Vec<String>> {
+    one_row: bool,
+) -> Option<Deps> {
     if sel.volatile {
         return None;
     }
     let mut tables = sel.tables.clone();
+    let mut row_tables = Vec::new();
+    if one_row && !expand && tables.len() == 1 {
+        row_tables = std::mem::take(&mut tables);
+    }
     tables.push("_collections".into());
     if let Some(w) = who {
         tables.push(w.collection.name.clone());
@@ -227,23 +240,24 @@ fn cache_deps(
             tables.push(c.name.clone());
         }
     }
-    Some(tables)
+    Some(Deps { tables, row_tables })
 }
 
 fn remember(
     state: &Shared,
     key: String,
     stamp: crate::store::Stamp,
-    deps: Option<Vec<String>>,
+    deps: Option<Deps>,
     body: &Bytes,
 ) {
-    if let Some(tables) = deps {
+    if let Some(d) = deps {
         state.caches.keep_response(
             key,
             ResponseEntry {
                 body: body.clone(),
                 stamp,
-                tables,
+                tables: d.tables,
+                row_tables: d.row_tables,
             },
         );
     }
@@ -285,6 +299,7 @@ pub(crate) async fn view(
         rule.as_ref().unwrap_or(&base_sel),
         q.contains_key("expand"),
         who.as_ref(),
+        true,
     );
     let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
         .map_err(|_| ApiError::bad_request())?;

@@ -6,7 +6,7 @@
 //! [`Stamp`] before it read can later tell whether anything it depended on changed since: that
 //! is how caches stay correct without ever serving a response older than a committed write.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -19,8 +19,11 @@ pub(crate) struct Changes {
     counter: AtomicU64,
     /// Lowercased table name -> counter value at its last change.
     versions: RwLock<HashMap<String, u64>>,
-    /// Tables touched by the job running on the writer now (only the writer thread uses it).
-    touched: Mutex<HashSet<String>>,
+    /// The same, counting only updates and deletes (changes to rows that existed before).
+    rewrites: RwLock<HashMap<String, u64>>,
+    /// Tables touched by the job running on the writer now, and whether any existing row was
+    /// updated or deleted (only the writer thread uses it).
+    touched: Mutex<HashMap<String, bool>>,
 }
 
 impl Changes {
@@ -48,29 +51,52 @@ impl Changes {
         })
     }
 
+    /// Has no row that existed at `stamp` been updated or deleted in `tables` since? (Inserts
+    /// do not count: for a result that reads one known row they change nothing.)
+    pub(crate) fn rows_unchanged_since<'a>(
+        &self,
+        stamp: Stamp,
+        tables: impl IntoIterator<Item = &'a str>,
+    ) -> bool {
+        let Ok(v) = self.rewrites.read() else {
+            return false;
+        };
+        tables.into_iter().all(|t| {
+            v.get(&t.to_ascii_lowercase())
+                .is_none_or(|&at| at <= stamp.0)
+        })
+    }
+
     /// Called by the update hook for each changed row.
-    pub(crate) fn touch(&self, table: &str) {
-        if let Ok(mut t) = self.touched.lock()
-            && !t.contains(table)
-        {
-            t.insert(table.to_owned());
+    pub(crate) fn touch(&self, table: &str, rewrite: bool) {
+        if let Ok(mut t) = self.touched.lock() {
+            match t.get_mut(table) {
+                Some(r) => *r |= rewrite,
+                None => {
+                    t.insert(table.to_owned(), rewrite);
+                }
+            }
         }
     }
 
     /// Called when a write job ends: publish new versions for what it touched.
     pub(crate) fn publish(&self) {
-        let touched: Vec<String> = match self.touched.lock() {
+        let touched: Vec<(String, bool)> = match self.touched.lock() {
             Ok(mut t) if !t.is_empty() => t.drain().collect(),
             _ => return,
         };
-        let Ok(mut v) = self.versions.write() else {
+        let (Ok(mut v), Ok(mut r)) = (self.versions.write(), self.rewrites.write()) else {
             return;
         };
         // Versions are written before the counter moves: a reader whose stamp includes this
         // change also sees the new versions.
         let next = self.counter.load(Ordering::Acquire) + 1;
-        for t in touched {
-            v.insert(t.to_ascii_lowercase(), next);
+        for (t, rewrite) in touched {
+            let t = t.to_ascii_lowercase();
+            if rewrite {
+                r.insert(t.clone(), next);
+            }
+            v.insert(t, next);
         }
         self.counter.store(next, Ordering::Release);
     }
@@ -85,9 +111,13 @@ mod tests {
         let c = Changes::new();
         let before = c.stamp();
         assert!(c.unchanged_since(before, ["posts"]));
-        c.touch("posts");
+        c.touch("posts", false);
         c.publish();
         assert!(!c.unchanged_since(before, ["Posts", "users"]));
+        assert!(c.rows_unchanged_since(before, ["posts"]), "an insert rewrites no row");
+        c.touch("posts", true);
+        c.publish();
+        assert!(!c.rows_unchanged_since(before, ["posts"]));
         assert!(c.unchanged_since(before, ["users"]));
         let after = c.stamp();
         assert!(c.unchanged_since(after, ["posts"]));

@@ -298,7 +298,9 @@ impl Store {
         let changes = Changes::new();
         let feed = Arc::clone(&changes);
         writer.update_hook(Some(
-            move |_: rusqlite::hooks::Action, _: &str, table: &str, _: i64| feed.touch(table),
+            move |action: rusqlite::hooks::Action, _: &str, table: &str, _: i64| {
+                feed.touch(table, action != rusqlite::hooks::Action::SQLITE_INSERT)
+            },
         ));
 
         let (tx, rx) = mpsc::channel::<Job>();
