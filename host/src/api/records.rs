@@ -5,7 +5,7 @@ use super::body;
 use super::cache::ResponseEntry;
 use super::error::{ApiError, ApiResult, MSG_MISSING_COLLECTION};
 use super::expand::{ExpandCtx, ExpandPaths, expand_rows};
-use super::serialize::{FieldsFilter, Viewer, record_json};
+use super::serialize::{FieldsFilter, Viewer, key_order, record_json, write_record};
 use super::{Caller, RequestCtx, Shared, caller, find_collection, ok_json, query_map};
 use crate::auth::password;
 use crate::config::Limits;
@@ -167,22 +167,30 @@ pub(crate) async fn list(
         .await?;
     let (rows, total, expanded) = (rows.0, rows.1, rows.2);
     let view = viewer(who.as_ref());
-    let items: Vec<Value> = rows
-        .into_iter()
-        .zip(expanded)
-        .map(|(r, e)| shape(&c, r, &view, &fields, e))
-        .collect();
     let pages = if total < 0 {
         -1
     } else {
         (total + per_page - 1) / per_page
     };
-    let body = Bytes::from(
-        serde_json::to_vec(
-            &json!({"items": items, "page": page, "perPage": per_page, "totalItems": total, "totalPages": pages}),
-        )
-        .unwrap_or_default(),
+    // Rows go straight to bytes; only `fields` and `expand` need the JSON values first.
+    let mut out: Vec<u8> = Vec::with_capacity(256 + rows.len() * 512);
+    out.extend_from_slice(b"{\"items\":[");
+    let order = key_order(&c);
+    for (i, (r, e)) in rows.into_iter().zip(expanded).enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        if fields.is_none() && e.is_none() {
+            write_record(&mut out, &c, &order, r, &view);
+        } else {
+            let _ = serde_json::to_writer(&mut out, &shape(&c, r, &view, &fields, e));
+        }
+    }
+    out.extend_from_slice(
+        format!("],\"page\":{page},\"perPage\":{per_page},\"totalItems\":{total},\"totalPages\":{pages}}}")
+            .as_bytes(),
     );
+    let body = Bytes::from(out);
     remember(&state, cache_key, stamp, deps, &body);
     Ok(json_bytes(body))
 }

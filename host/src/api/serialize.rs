@@ -17,17 +17,22 @@ pub(crate) struct Viewer {
     pub owner_view: bool,
 }
 
-/// Consumes the row: every value moves into the JSON instead of being copied.
-pub(crate) fn record_json(c: &Collection, row: StoreRecord, viewer: &Viewer) -> Map<String, Value> {
-    // Only auth records can hide their email; base records skip the ownership work entirely.
-    let hide_email = c.is_auth()
+/// Whether `viewer` may not see this auth record's email. Only auth records can hide their
+/// email; base records skip the ownership work entirely.
+fn hides_email(c: &Collection, row: &StoreRecord, viewer: &Viewer) -> bool {
+    c.is_auth()
         && !(viewer.superuser
             || viewer.owner_view
-            || (viewer.caller_collection == c.id && viewer.caller_id == c.stored_text(&row, "id"))
+            || (viewer.caller_collection == c.id && viewer.caller_id == c.stored_text(row, "id"))
             || c.fields
                 .iter()
                 .position(|f| f.name == "emailVisibility")
-                .is_some_and(|i| from_stored(&c.fields[i], row[i].clone()) == json!(true)));
+                .is_some_and(|i| from_stored(&c.fields[i], row[i].clone()) == json!(true)))
+}
+
+/// Consumes the row: every value moves into the JSON instead of being copied.
+pub(crate) fn record_json(c: &Collection, row: StoreRecord, viewer: &Viewer) -> Map<String, Value> {
+    let hide_email = hides_email(c, &row, viewer);
     let mut pairs: Vec<(String, Value)> = Vec::with_capacity(c.fields.len() + 2);
     for (f, v) in c.fields.iter().zip(row) {
         let secret = c.is_auth() && (f.name == "password" || f.name == "tokenKey");
@@ -40,6 +45,78 @@ pub(crate) fn record_json(c: &Collection, row: StoreRecord, viewer: &Viewer) -> 
     pairs.push(("collectionName".into(), json!(c.name)));
     pairs.sort_by(|a, b| a.0.cmp(&b.0));
     pairs.into_iter().collect()
+}
+
+/// One key of a record's JSON, in output order.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Slot {
+    Field(usize),
+    CollectionId,
+    CollectionName,
+}
+
+/// The keys of `c`'s records in the order `record_json` emits them (alphabetical), worked out
+/// once per response instead of once per row.
+pub(crate) fn key_order(c: &Collection) -> Vec<Slot> {
+    let mut keys: Vec<(&str, Slot)> = c
+        .fields
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.name.as_str(), Slot::Field(i)))
+        .collect();
+    keys.push(("collectionId", Slot::CollectionId));
+    keys.push(("collectionName", Slot::CollectionName));
+    keys.sort_by(|a, b| a.0.cmp(b.0));
+    keys.into_iter().map(|(_, s)| s).collect()
+}
+
+/// The same JSON as `record_json` (same keys, order and values), written straight into `out`
+/// without building a map: the list path's encoder.
+pub(crate) fn write_record(
+    out: &mut Vec<u8>,
+    c: &Collection,
+    order: &[Slot],
+    row: StoreRecord,
+    viewer: &Viewer,
+) {
+    let hide_email = hides_email(c, &row, viewer);
+    let mut values: Vec<Option<crate::schema::value::Stored>> = row.into_iter().map(Some).collect();
+    out.push(b'{');
+    let mut first = true;
+    let mut key = |out: &mut Vec<u8>, name: &str| {
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        // Field names are identifiers: no escaping needed, but stay correct if one ever is not.
+        let _ = serde_json::to_writer(&mut *out, name);
+        out.push(b':');
+    };
+    for slot in order {
+        match *slot {
+            Slot::Field(i) => {
+                let f = &c.fields[i];
+                let secret = c.is_auth() && (f.name == "password" || f.name == "tokenKey");
+                if secret || (f.hidden && !viewer.superuser) || (hide_email && f.name == "email") {
+                    continue;
+                }
+                key(out, &f.name);
+                let v = values[i]
+                    .take()
+                    .unwrap_or(crate::schema::value::Stored::Null);
+                let _ = serde_json::to_writer(&mut *out, &from_stored(f, v));
+            }
+            Slot::CollectionId => {
+                key(out, "collectionId");
+                let _ = serde_json::to_writer(&mut *out, &c.id);
+            }
+            Slot::CollectionName => {
+                key(out, "collectionName");
+                let _ = serde_json::to_writer(&mut *out, &c.name);
+            }
+        }
+    }
+    out.push(b'}');
 }
 
 /// One selected path and its excerpt options.
@@ -150,6 +227,47 @@ fn excerpt_of(v: Value, excerpt: Option<(usize, bool)>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_direct_encoder_writes_what_record_json_builds() {
+        use crate::schema::Schema;
+        use crate::schema::define::build;
+        use crate::schema::value::Stored;
+        let c = build(
+            &json!({"name": "people", "type": "auth", "fields": [
+                {"name": "zeta", "type": "number"}, {"name": "alpha", "type": "json"},
+                {"name": "tags", "type": "select", "values": ["a", "b"], "maxSelect": 2},
+                {"name": "secret", "type": "text", "hidden": true}]}),
+            None,
+            &Schema::default(),
+        )
+        .unwrap();
+        let row: StoreRecord = c
+            .fields
+            .iter()
+            .map(|f| match f.name.as_str() {
+                "id" => Stored::Text("abc123def456ghi".into()),
+                "zeta" => Stored::Real(2.5),
+                "alpha" => Stored::Text(r#"{"k":[1,"\u00e9"]}"#.into()),
+                "tags" => Stored::Text(r#"["a","b"]"#.into()),
+                "email" => Stored::Text("x@example.com".into()),
+                "secret" => Stored::Text("s".into()),
+                _ => Stored::Text(String::new()),
+            })
+            .collect();
+        for viewer in [
+            Viewer::default(),
+            Viewer {
+                superuser: true,
+                ..Viewer::default()
+            },
+        ] {
+            let expected = Value::Object(record_json(&c, row.clone(), &viewer));
+            let mut out = Vec::new();
+            write_record(&mut out, &c, &key_order(&c), row.clone(), &viewer);
+            assert_eq!(out, serde_json::to_vec(&expected).unwrap());
+        }
+    }
 
     #[test]
     fn fields_pick_keys_and_excerpts() {

@@ -114,7 +114,10 @@ mod tests {
         c.touch("posts", false);
         c.publish();
         assert!(!c.unchanged_since(before, ["Posts", "users"]));
-        assert!(c.rows_unchanged_since(before, ["posts"]), "an insert rewrites no row");
+        assert!(
+            c.rows_unchanged_since(before, ["posts"]),
+            "an insert rewrites no row"
+        );
         c.touch("posts", true);
         c.publish();
         assert!(!c.rows_unchanged_since(before, ["posts"]));

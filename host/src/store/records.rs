@@ -28,9 +28,11 @@ fn stored_of(v: ValueRef<'_>) -> Stored {
         ValueRef::Null => Stored::Null,
         ValueRef::Integer(i) => Stored::Int(i),
         ValueRef::Real(r) => Stored::Real(r),
-        ValueRef::Text(t) | ValueRef::Blob(t) => {
-            Stored::Text(String::from_utf8_lossy(t).into_owned())
-        }
+        // Valid UTF-8 (always, for what we write) takes the fast validating copy.
+        ValueRef::Text(t) | ValueRef::Blob(t) => Stored::Text(match std::str::from_utf8(t) {
+            Ok(s) => s.to_owned(),
+            Err(_) => String::from_utf8_lossy(t).into_owned(),
+        }),
     }
 }
 
