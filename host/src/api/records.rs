@@ -953,6 +953,11 @@ async fn respond_written(
                 .ok_or_else(ApiError::not_found)?
         }
     };
+    if fields.is_none() && expanded.is_none() {
+        let mut out = Vec::with_capacity(512);
+        write_record(&mut out, c, &key_order(c), row, &viewer(who));
+        return Ok(json_bytes(Bytes::from(out)));
+    }
     Ok(ok_json(&shape(c, row, &viewer(who), fields, expanded)))
 }
 
