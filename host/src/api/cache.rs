@@ -15,6 +15,8 @@ use bytes::Bytes;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
 
 const SHARDS: usize = 16;
 
@@ -93,6 +95,8 @@ impl<V: Clone> Bounded<V> {
 #[derive(Clone)]
 pub(crate) struct TokenEntry {
     pub caller: Caller,
+    /// The auth collection's table, lowercased (the change feed's key).
+    pub table: String,
     /// The token's `exp` claim (seconds).
     pub exp: i64,
     pub stamp: Stamp,
@@ -102,7 +106,7 @@ pub(crate) struct TokenEntry {
 pub(crate) struct ResponseEntry {
     pub body: Bytes,
     pub stamp: Stamp,
-    /// Any change to these tables invalidates the entry.
+    /// Any change to these tables (lowercase names) invalidates the entry.
     pub tables: Vec<String>,
     /// Only updates and deletes in these tables do (a view that reads one known row).
     pub row_tables: Vec<String>,
@@ -111,6 +115,9 @@ pub(crate) struct ResponseEntry {
 pub(crate) struct Caches {
     pub tokens: Bounded<TokenEntry>,
     pub responses: Bounded<Arc<ResponseEntry>>,
+    /// Responses being computed right now, so identical requests wait for one computation
+    /// instead of all running it (a write invalidates a hot list; hundreds of clients ask again).
+    in_flight: Mutex<HashMap<String, Arc<Notify>>>,
     /// Off when pb.toml sets `cache.responses = false`.
     pub responses_on: bool,
 }
@@ -126,7 +133,45 @@ impl Caches {
             tokens: Bounded::new(token_capacity, token_capacity.saturating_mul(1024)),
             responses: Bounded::new(response_capacity.max(1), response_bytes),
             responses_on: response_capacity > 0 && response_bytes > 0,
+            in_flight: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// After a cache miss: either become the one request computing `key` (the guard ends that
+    /// when dropped, waking the others), or wait for the request already doing it and then look
+    /// again. Waiting is bounded; a waiter that times out computes on its own.
+    pub(crate) async fn lead_or_wait(&self, key: &str) -> Option<Leader<'_>> {
+        if !self.responses_on {
+            return None;
+        }
+        let waiting = {
+            let Ok(mut m) = self.in_flight.lock() else {
+                return None;
+            };
+            match m.get(key) {
+                Some(n) => Arc::clone(n),
+                None => {
+                    let n = Arc::new(Notify::new());
+                    m.insert(key.to_owned(), Arc::clone(&n));
+                    return Some(Leader {
+                        caches: self,
+                        key: key.to_owned(),
+                        notify: n,
+                    });
+                }
+            }
+        };
+        let notified = waiting.notified();
+        // The leader may have finished between the lookup and here: then the key is gone.
+        let still = self
+            .in_flight
+            .lock()
+            .map(|m| m.get(key).is_some_and(|n| Arc::ptr_eq(n, &waiting)))
+            .unwrap_or(false);
+        if still {
+            let _ = tokio::time::timeout(Duration::from_secs(5), notified).await;
+        }
+        None
     }
 
     /// A cached body for `key`, if still valid.
@@ -150,6 +195,22 @@ impl Caches {
             let weight = entry.body.len() + entry.tables.iter().map(String::len).sum::<usize>();
             self.responses.insert(key, Arc::new(entry), weight);
         }
+    }
+}
+
+/// The request computing a response others are waiting for.
+pub(crate) struct Leader<'a> {
+    caches: &'a Caches,
+    key: String,
+    notify: Arc<Notify>,
+}
+
+impl Drop for Leader<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut m) = self.caches.in_flight.lock() {
+            m.remove(&self.key);
+        }
+        self.notify.notify_waiters();
     }
 }
 

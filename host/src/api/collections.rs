@@ -138,7 +138,7 @@ async fn body_json(state: &Shared, headers: &HeaderMap, body: Body) -> ApiResult
 
 /// View collections get their fields from the query; rules are checked by compiling them.
 fn finish_definition(
-    conn: &rusqlite::Connection,
+    conn: &crate::store::Conn,
     schema: &Schema,
     mut c: Collection,
 ) -> Result<Collection, StoreError> {

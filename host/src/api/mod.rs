@@ -98,7 +98,7 @@ pub(crate) async fn caller(state: &AppState, headers: &HeaderMap) -> Option<Call
         let current = schema.by_id(&e.caller.collection.id);
         if e.exp > now
             && current.is_some_and(|c| Arc::ptr_eq(c, &e.caller.collection))
-            && changes.unchanged_since(e.stamp, [e.caller.collection.name.as_str()])
+            && changes.unchanged_since(e.stamp, [e.table.as_str()])
         {
             return Some(e.caller);
         }
@@ -132,6 +132,7 @@ pub(crate) async fn caller(state: &AppState, headers: &HeaderMap) -> Option<Call
         state.caches.tokens.insert(
             tok.to_owned(),
             cache::TokenEntry {
+                table: caller.collection.name.to_ascii_lowercase(),
                 caller: caller.clone(),
                 exp: claims.exp.unwrap_or(now),
                 stamp,

@@ -124,6 +124,12 @@ pub(crate) async fn list(
     if let Some(body) = state.caches.response(state.store.changes(), &cache_key) {
         return Ok(json_bytes(body));
     }
+    let _leader = state.caches.lead_or_wait(&cache_key).await;
+    if _leader.is_none()
+        && let Some(body) = state.caches.response(state.store.changes(), &cache_key)
+    {
+        return Ok(json_bytes(body));
+    }
     let q = query_map(raw.as_deref());
     let req = RequestCtx::new(who.as_ref(), &method, &headers, &q, None);
     let schema = state.store.schema();
@@ -151,10 +157,8 @@ pub(crate) async fn list(
     let c2 = Arc::clone(&c);
     let rows = state
         .store
-        .read(move |conn| {
+        .read_snapshot(move |conn| {
             // One read transaction: the page, the total and the expansions see one snapshot.
-            let tx = conn.unchecked_transaction()?;
-            let conn: &rusqlite::Connection = &tx;
             let offset = (page - 1) * per_page;
             let (rows, total) = if skip {
                 (store_records::list(conn, &c2, &sel, per_page, offset)?, -1)
@@ -248,6 +252,10 @@ fn cache_deps(
             tables.push(c.name.clone());
         }
     }
+    // The change feed keys tables by lowercase name; lowercase once here, not on every hit.
+    for t in tables.iter_mut().chain(row_tables.iter_mut()) {
+        t.make_ascii_lowercase();
+    }
     Some(Deps { tables, row_tables })
 }
 
@@ -292,6 +300,12 @@ pub(crate) async fn view(
     let who = caller(&state, &headers).await;
     let cache_key = response_key("view", &c, &id, raw.as_deref(), who.as_ref());
     if let Some(body) = state.caches.response(state.store.changes(), &cache_key) {
+        return Ok(json_bytes(body));
+    }
+    let _leader = state.caches.lead_or_wait(&cache_key).await;
+    if _leader.is_none()
+        && let Some(body) = state.caches.response(state.store.changes(), &cache_key)
+    {
         return Ok(json_bytes(body));
     }
     let q = query_map(raw.as_deref());
@@ -417,7 +431,7 @@ type RelationChecks = Vec<(String, Arc<Collection>, Vec<String>)>;
 
 /// The fields whose relation ids do not all exist.
 fn missing_relations(
-    conn: &rusqlite::Connection,
+    conn: &crate::store::Conn,
     checks: &RelationChecks,
 ) -> crate::store::Result<Vec<String>> {
     let mut missing = Vec::new();
@@ -912,7 +926,7 @@ fn expand_request(
 }
 
 fn run_expand(
-    conn: &rusqlite::Connection,
+    conn: &crate::store::Conn,
     c: &Arc<Collection>,
     rows: &[StoreRecord],
     expand: Option<&(ExpandPaths, ExpandCtx)>,

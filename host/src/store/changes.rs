@@ -36,7 +36,7 @@ impl Changes {
         Stamp(self.counter.load(Ordering::Acquire))
     }
 
-    /// Has none of `tables` changed since `stamp`?
+    /// Has none of `tables` (lowercase names) changed since `stamp`?
     pub(crate) fn unchanged_since<'a>(
         &self,
         stamp: Stamp,
@@ -45,10 +45,9 @@ impl Changes {
         let Ok(v) = self.versions.read() else {
             return false;
         };
-        tables.into_iter().all(|t| {
-            v.get(&t.to_ascii_lowercase())
-                .is_none_or(|&at| at <= stamp.0)
-        })
+        tables
+            .into_iter()
+            .all(|t| v.get(t).is_none_or(|&at| at <= stamp.0))
     }
 
     /// Has no row that existed at `stamp` been updated or deleted in `tables` since? (Inserts
@@ -61,10 +60,9 @@ impl Changes {
         let Ok(v) = self.rewrites.read() else {
             return false;
         };
-        tables.into_iter().all(|t| {
-            v.get(&t.to_ascii_lowercase())
-                .is_none_or(|&at| at <= stamp.0)
-        })
+        tables
+            .into_iter()
+            .all(|t| v.get(t).is_none_or(|&at| at <= stamp.0))
     }
 
     /// Called by the update hook for each changed row.
@@ -113,7 +111,7 @@ mod tests {
         assert!(c.unchanged_since(before, ["posts"]));
         c.touch("posts", false);
         c.publish();
-        assert!(!c.unchanged_since(before, ["Posts", "users"]));
+        assert!(!c.unchanged_since(before, ["posts", "users"]));
         assert!(
             c.rows_unchanged_since(before, ["posts"]),
             "an insert rewrites no row"
