@@ -80,7 +80,7 @@ impl Default for StoreSection {
     fn default() -> Self {
         Self {
             dir: PathBuf::from("pb_data"),
-            cache_size_kib: 8_000,
+            cache_size_kib: 4_000,
             journal_size_limit: 200_000_000,
             busy_timeout_ms: 10_000,
             readers: 0,

@@ -108,13 +108,18 @@ fn shape(
     })
 }
 
+/// The parts of a GET the read handlers use, borrowed from the request (no copies of the
+/// header map or the query string on the hot path).
+fn get_parts(request: &axum::extract::Request) -> (&Method, &HeaderMap, Option<&str>) {
+    (request.method(), request.headers(), request.uri().query())
+}
+
 pub(crate) async fn list(
     State(state): State<Shared>,
     Path(key): Path<String>,
-    method: Method,
-    headers: HeaderMap,
-    RawQuery(raw): RawQuery,
+    request: axum::extract::Request,
 ) -> ApiResult<Response> {
+    let (method, headers, raw) = get_parts(&request);
     // Taken before anything is read: a cached answer built from these reads is valid only while
     // nothing it read changed after this point.
     let stamp = state.store.changes().stamp();
@@ -291,10 +296,9 @@ fn json_bytes(body: Bytes) -> Response {
 pub(crate) async fn view(
     State(state): State<Shared>,
     Path((key, id)): Path<(String, String)>,
-    method: Method,
-    headers: HeaderMap,
-    RawQuery(raw): RawQuery,
+    request: axum::extract::Request,
 ) -> ApiResult<Response> {
+    let (method, headers, raw) = get_parts(&request);
     let stamp = state.store.changes().stamp();
     let c = collection_or_404(&state, &key, MSG_MISSING_COLLECTION)?;
     let who = caller(&state, &headers).await;

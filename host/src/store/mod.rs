@@ -447,22 +447,21 @@ impl Store {
             .acquire_owned()
             .await
             .map_err(|_| StoreError::WriterGone)?;
-        let readers = Arc::clone(&self.readers);
-        tokio::task::spawn_blocking(move || {
-            let conn = readers
-                .lock()
-                .map_err(|_| StoreError::WriterGone)?
-                .pop()
-                .ok_or(StoreError::WriterGone)?;
-            let out = f(&conn);
-            if let Ok(mut pool) = readers.lock() {
-                pool.push(conn);
-            }
-            drop(permit);
-            out
-        })
-        .await
-        .map_err(|_| StoreError::WriterGone)?
+        // Inline on the calling worker: reads are short, and handing each one to a blocking
+        // thread cost two context switches and a thread's malloc arena per reader (measured:
+        // see ARCHITECTURE.md). A slow read delays only this worker's queue; other workers steal.
+        let conn = self
+            .readers
+            .lock()
+            .map_err(|_| StoreError::WriterGone)?
+            .pop()
+            .ok_or(StoreError::WriterGone)?;
+        let out = f(&conn);
+        if let Ok(mut pool) = self.readers.lock() {
+            pool.push(conn);
+        }
+        drop(permit);
+        out
     }
 
     /// Stop the writer after the queued jobs ran, and checkpoint the WAL.
