@@ -201,3 +201,177 @@ pub fn fuzz_one(fixture: &Fixture, data: &[u8]) -> Result<(), String> {
         .map(|_| ())
         .map_err(|e| format!("{collection} / {caller:?} / {filter:?} / {sort:?}: {e}"))
 }
+
+/// A page of `posts`-like rows (a ~500-character body, as in `bench/`) for the encoder bench.
+pub struct PageFixture {
+    coll: Collection,
+    rows: Vec<crate::store::StoreRecord>,
+}
+
+impl PageFixture {
+    pub fn new(n: usize) -> PageFixture {
+        use crate::schema::value::Stored;
+        let coll = build(
+            &json!({"name": "posts", "fields": [
+                {"name": "title", "type": "text"}, {"name": "body", "type": "text"},
+                {"name": "published", "type": "bool"}, {"name": "views", "type": "number"},
+                {"name": "owner", "type": "text"},
+                {"name": "created", "type": "autodate", "onCreate": true},
+                {"name": "updated", "type": "autodate", "onCreate": true, "onUpdate": true}]}),
+            None,
+            &Schema::default(),
+        )
+        .expect("page fixture collection");
+        let body = "Lorem ipsum dolor sit amet, \"quoted\" and unicode é ".repeat(10);
+        let rows = (0..n)
+            .map(|i| {
+                coll.fields
+                    .iter()
+                    .map(|f| match f.name.as_str() {
+                        "id" => Stored::Text(format!("{i:015}")),
+                        "title" => Stored::Text(format!("Post {i}: alpha beta")),
+                        "body" => Stored::Text(body.clone()),
+                        "published" => Stored::Int((i % 2) as i64),
+                        "views" => Stored::Int(i as i64 * 7),
+                        "owner" => Stored::Text("user00000000001".into()),
+                        _ => Stored::Text("2026-11-30 12:00:00.000Z".into()),
+                    })
+                    .collect()
+            })
+            .collect();
+        PageFixture { coll, rows }
+    }
+
+    /// The page as list items, written straight to bytes (the list path's encoder).
+    pub fn encode_direct(&self) -> Vec<u8> {
+        let order = crate::api::serialize::key_order(&self.coll);
+        let viewer = crate::api::serialize::Viewer::default();
+        let mut out = Vec::with_capacity(self.rows.len() * 700);
+        for r in &self.rows {
+            crate::api::serialize::write_record(&mut out, &self.coll, &order, r.clone(), &viewer);
+        }
+        out
+    }
+
+    /// The same page through JSON values first (the path `fields`/`expand` take).
+    pub fn encode_values(&self) -> Vec<u8> {
+        let viewer = crate::api::serialize::Viewer::default();
+        let items: Vec<Value> = self
+            .rows
+            .iter()
+            .map(|r| {
+                Value::Object(crate::api::serialize::record_json(
+                    &self.coll,
+                    r.clone(),
+                    &viewer,
+                ))
+            })
+            .collect();
+        serde_json::to_vec(&items).unwrap_or_default()
+    }
+}
+
+/// A signed auth token and what verifying it needs.
+pub struct TokenFixture {
+    token: String,
+    key: String,
+    secret: String,
+    now: i64,
+}
+
+impl Default for TokenFixture {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TokenFixture {
+    pub fn new() -> TokenFixture {
+        let (key, secret, now) = ("k".repeat(50), "s".repeat(50), 1_800_000_000);
+        let mut extra = Map::new();
+        extra.insert("refreshable".into(), json!(true));
+        let token = crate::auth::token::sign(
+            "user00000000001",
+            "_pb_users_auth_",
+            "auth",
+            604_800,
+            extra,
+            &key,
+            &secret,
+            now,
+        );
+        TokenFixture {
+            token,
+            key,
+            secret,
+            now,
+        }
+    }
+
+    /// Decode, check the signature and the expiry.
+    pub fn verify(&self) -> bool {
+        crate::auth::token::verify(&self.token, &self.key, &self.secret, self.now).is_ok()
+    }
+}
+
+/// `n` rows in a file-less SQLite table shaped like `bench/`'s posts, for the count path.
+pub struct CountFixture {
+    coll: Collection,
+    conn: Connection,
+}
+
+impl CountFixture {
+    pub fn new(n: usize) -> CountFixture {
+        let page = PageFixture::new(0);
+        let conn = Connection::open_in_memory().expect("in-memory sqlite");
+        ddl::create(&conn, &page.coll).expect("table");
+        let cols: Vec<String> = page
+            .coll
+            .fields
+            .iter()
+            .map(|f| format!("`{}`", f.name))
+            .collect();
+        let marks: Vec<String> = (1..=cols.len()).map(|i| format!("?{i}")).collect();
+        let sql = format!(
+            "INSERT INTO posts ({}) VALUES ({})",
+            cols.join(","),
+            marks.join(",")
+        );
+        let filled = PageFixture::new(n);
+        let tx = conn.unchecked_transaction().expect("tx");
+        {
+            let mut stmt = tx.prepare(&sql).expect("insert");
+            for r in &filled.rows {
+                stmt.execute(rusqlite::params_from_iter(r.iter()))
+                    .expect("row");
+            }
+        }
+        tx.commit().expect("commit");
+        CountFixture {
+            coll: filled.coll,
+            conn,
+        }
+    }
+
+    /// `SELECT count(*)` for an unfiltered list (what `list_100k` would run without the cache).
+    pub fn count_all(&self) -> i64 {
+        crate::store::records::count(&self.conn, &self.coll, &crate::query::Select::default())
+            .unwrap_or(-1)
+    }
+
+    /// A filtered page of 30 with its total, in one scan (`page_and_total`).
+    pub fn filtered_page(&self, min_views: i64) -> i64 {
+        let sel = crate::query::Select {
+            where_sql: "`posts`.`views` > ?1 AND `posts`.`title` LIKE ?2 ESCAPE '\\'".into(),
+            order_sql: "`posts`.`views` DESC".into(),
+            params: vec![
+                crate::schema::value::Stored::Int(min_views),
+                crate::schema::value::Stored::Text("%alpha%".into()),
+            ],
+            ..crate::query::Select::default()
+        };
+        crate::store::records::page_and_total(&self.conn, &self.coll, &sel, 30, 0)
+            .map(|(_, total)| total)
+            .unwrap_or(-1)
+    }
+}

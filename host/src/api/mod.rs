@@ -9,7 +9,7 @@ pub(crate) mod error;
 mod expand;
 mod health;
 mod records;
-mod serialize;
+pub(crate) mod serialize;
 
 use crate::auth::token;
 use crate::config::Config;

@@ -124,8 +124,8 @@ pub(crate) async fn list(
     // nothing it read changed after this point.
     let stamp = state.store.changes().stamp();
     let c = collection_or_404(&state, &key, MSG_MISSING_COLLECTION)?;
-    let who = caller(&state, &headers).await;
-    let cache_key = response_key("list", &c, "", raw.as_deref(), who.as_ref());
+    let who = caller(&state, headers).await;
+    let cache_key = response_key("list", &c, "", raw, who.as_ref());
     if let Some(body) = state.caches.response(state.store.changes(), &cache_key) {
         return Ok(json_bytes(body));
     }
@@ -135,8 +135,8 @@ pub(crate) async fn list(
     {
         return Ok(json_bytes(body));
     }
-    let q = query_map(raw.as_deref());
-    let req = RequestCtx::new(who.as_ref(), &method, &headers, &q, None);
+    let q = query_map(raw);
+    let req = RequestCtx::new(who.as_ref(), method, headers, &q, None);
     let schema = state.store.schema();
     let mut query = Query::new(&schema, &c, req.info());
     if !req.is_superuser() {
@@ -301,8 +301,8 @@ pub(crate) async fn view(
     let (method, headers, raw) = get_parts(&request);
     let stamp = state.store.changes().stamp();
     let c = collection_or_404(&state, &key, MSG_MISSING_COLLECTION)?;
-    let who = caller(&state, &headers).await;
-    let cache_key = response_key("view", &c, &id, raw.as_deref(), who.as_ref());
+    let who = caller(&state, headers).await;
+    let cache_key = response_key("view", &c, &id, raw, who.as_ref());
     if let Some(body) = state.caches.response(state.store.changes(), &cache_key) {
         return Ok(json_bytes(body));
     }
@@ -312,8 +312,8 @@ pub(crate) async fn view(
     {
         return Ok(json_bytes(body));
     }
-    let q = query_map(raw.as_deref());
-    let req = RequestCtx::new(who.as_ref(), &method, &headers, &q, None);
+    let q = query_map(raw);
+    let req = RequestCtx::new(who.as_ref(), method, headers, &q, None);
     let schema = state.store.schema();
     let rule = rule_condition(&schema, &c, &c.rules.view, &req)?;
     let base_sel = Select {
