@@ -122,15 +122,14 @@ impl Fixture {
             .ok_or_else(|| format!("no fixture collection {name:?}"))
     }
 
-    /// Compile a list request on `collection`: its listRule (for non-superusers), then
-    /// `filter`, then `sort`, into the statement the server would run.
-    pub fn compile(
+    /// The listRule (for non-superusers), then `filter`, then `sort`, as one statement.
+    fn select(
         &self,
         collection: &str,
         filter: &str,
         sort: &str,
         caller: Caller,
-    ) -> Result<Compiled, String> {
+    ) -> Result<(Arc<Collection>, crate::query::Select), String> {
         let c = self.collection(collection)?;
         let req = self.request(caller);
         let mut q = Query::new(&self.schema, &c, &req);
@@ -142,7 +141,18 @@ impl Fixture {
         }
         q.filter(filter).map_err(|e| e.to_string())?;
         q.sort(sort).map_err(|e| e.to_string())?;
-        let sel = q.finish();
+        Ok((c, q.finish()))
+    }
+
+    /// Compile a list request on `collection` into the statement the server would run.
+    pub fn compile(
+        &self,
+        collection: &str,
+        filter: &str,
+        sort: &str,
+        caller: Caller,
+    ) -> Result<Compiled, String> {
+        let (c, sel) = self.select(collection, filter, sort, caller)?;
         Ok(Compiled {
             sql: crate::store::records::list_sql(&c, &sel),
             params: sel.params.iter().map(|p| format!("{p:?}")).collect(),
@@ -157,17 +167,7 @@ impl Fixture {
         sort: &str,
         caller: Caller,
     ) -> Result<usize, String> {
-        let c = self.collection(collection)?;
-        let req = self.request(caller);
-        let mut q = Query::new(&self.schema, &c, &req);
-        if caller != Caller::Superuser
-            && let Some(r) = &c.rules.list
-        {
-            q.rule(r).map_err(|e| e.to_string())?;
-        }
-        q.filter(filter).map_err(|e| e.to_string())?;
-        q.sort(sort).map_err(|e| e.to_string())?;
-        let sel = q.finish();
+        let (c, sel) = self.select(collection, filter, sort, caller)?;
         crate::store::records::list(&self.conn, &c, &sel, 30, 0)
             .map(|rows| rows.len())
             .map_err(|e| format!("statement failed: {e}"))

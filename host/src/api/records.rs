@@ -126,15 +126,10 @@ pub(crate) async fn list(
     let c = collection_or_404(&state, &key, MSG_MISSING_COLLECTION)?;
     let who = caller(&state, headers).await;
     let cache_key = response_key("list", &c, "", raw, who.as_ref());
-    if let Some(body) = state.caches.response(state.store.changes(), &cache_key) {
-        return Ok(json_bytes(body));
-    }
-    let _leader = state.caches.lead_or_wait(&cache_key).await;
-    if _leader.is_none()
-        && let Some(body) = state.caches.response(state.store.changes(), &cache_key)
-    {
-        return Ok(json_bytes(body));
-    }
+    let _leader = match cached_or_lead(&state, &cache_key).await {
+        Ok(hit) => return Ok(hit),
+        Err(leader) => leader,
+    };
     let q = query_map(raw);
     let req = RequestCtx::new(who.as_ref(), method, headers, &q, None);
     let schema = state.store.schema();
@@ -202,6 +197,24 @@ pub(crate) async fn list(
     let body = Bytes::from(out);
     remember(&state, cache_key, stamp, deps, &body);
     Ok(json_bytes(body))
+}
+
+/// A cached response, or else (after waiting for an identical request already computing it)
+/// the right to compute it: the guard lets the waiters go when dropped.
+async fn cached_or_lead<'a>(
+    state: &'a Shared,
+    key: &str,
+) -> Result<Response, Option<super::cache::Leader<'a>>> {
+    if let Some(body) = state.caches.response(state.store.changes(), key) {
+        return Ok(json_bytes(body));
+    }
+    let leader = state.caches.lead_or_wait(key).await;
+    if leader.is_none()
+        && let Some(body) = state.caches.response(state.store.changes(), key)
+    {
+        return Ok(json_bytes(body));
+    }
+    Err(leader)
 }
 
 /// The response cache's key: route kind, collection, record id, raw query string and caller.
@@ -303,15 +316,10 @@ pub(crate) async fn view(
     let c = collection_or_404(&state, &key, MSG_MISSING_COLLECTION)?;
     let who = caller(&state, headers).await;
     let cache_key = response_key("view", &c, &id, raw, who.as_ref());
-    if let Some(body) = state.caches.response(state.store.changes(), &cache_key) {
-        return Ok(json_bytes(body));
-    }
-    let _leader = state.caches.lead_or_wait(&cache_key).await;
-    if _leader.is_none()
-        && let Some(body) = state.caches.response(state.store.changes(), &cache_key)
-    {
-        return Ok(json_bytes(body));
-    }
+    let _leader = match cached_or_lead(&state, &cache_key).await {
+        Ok(hit) => return Ok(hit),
+        Err(leader) => leader,
+    };
     let q = query_map(raw);
     let req = RequestCtx::new(who.as_ref(), method, headers, &q, None);
     let schema = state.store.schema();

@@ -42,12 +42,7 @@ impl Changes {
         stamp: Stamp,
         tables: impl IntoIterator<Item = &'a str>,
     ) -> bool {
-        let Ok(v) = self.versions.read() else {
-            return false;
-        };
-        tables
-            .into_iter()
-            .all(|t| v.get(t).is_none_or(|&at| at <= stamp.0))
+        none_newer(&self.versions, stamp, tables)
     }
 
     /// Has no row that existed at `stamp` been updated or deleted in `tables` since? (Inserts
@@ -57,12 +52,7 @@ impl Changes {
         stamp: Stamp,
         tables: impl IntoIterator<Item = &'a str>,
     ) -> bool {
-        let Ok(v) = self.rewrites.read() else {
-            return false;
-        };
-        tables
-            .into_iter()
-            .all(|t| v.get(t).is_none_or(|&at| at <= stamp.0))
+        none_newer(&self.rewrites, stamp, tables)
     }
 
     /// Called by the update hook for each changed row.
@@ -98,6 +88,19 @@ impl Changes {
         }
         self.counter.store(next, Ordering::Release);
     }
+}
+
+fn none_newer<'a>(
+    versions: &RwLock<HashMap<String, u64>>,
+    stamp: Stamp,
+    tables: impl IntoIterator<Item = &'a str>,
+) -> bool {
+    let Ok(v) = versions.read() else {
+        return false;
+    };
+    tables
+        .into_iter()
+        .all(|t| v.get(t).is_none_or(|&at| at <= stamp.0))
 }
 
 #[cfg(test)]
