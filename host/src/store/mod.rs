@@ -92,7 +92,7 @@ enum Job {
     /// A data write that runs inside a savepoint; consecutive ones share one commit.
     Batched(Box<dyn FnOnce(&mut Connection) -> Finish + Send>),
     /// Runs alone, outside any transaction of ours (schema changes, the CLI).
-    Solo(Box<dyn FnOnce(&mut Connection) + Send>),
+    Solo(Box<dyn FnOnce(&mut Connection) -> Finish + Send>),
 }
 
 /// Most jobs one commit carries.
@@ -114,8 +114,9 @@ fn writer_loop(writer: &mut Connection, rx: &mpsc::Receiver<Job>, changes: &Chan
         };
         let first = match job {
             Job::Solo(f) => {
-                f(writer);
+                let finish = f(writer);
                 changes.publish();
+                finish(true);
                 continue;
             }
             Job::Batched(f) => f,
@@ -386,7 +387,11 @@ impl Store {
     {
         let (tx, rx) = oneshot::channel();
         self.send(Job::Solo(Box::new(move |conn| {
-            let _ = tx.send(f(conn));
+            let out = f(conn);
+            // Delivered only after the change feed published what `f` touched.
+            Box::new(move |_| {
+                let _ = tx.send(out);
+            })
         })))?;
         rx.await.map_err(|_| StoreError::WriterGone)?
     }
@@ -399,7 +404,10 @@ impl Store {
     {
         let (tx, rx) = std::sync::mpsc::channel();
         self.send(Job::Solo(Box::new(move |conn| {
-            let _ = tx.send(f(conn));
+            let out = f(conn);
+            Box::new(move |_| {
+                let _ = tx.send(out);
+            })
         })))?;
         rx.recv().map_err(|_| StoreError::WriterGone)?
     }
