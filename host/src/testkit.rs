@@ -322,29 +322,13 @@ pub struct CountFixture {
 
 impl CountFixture {
     pub fn new(n: usize) -> CountFixture {
-        let page = PageFixture::new(0);
-        let conn = Connection::open_in_memory().expect("in-memory sqlite");
-        ddl::create(&conn, &page.coll).expect("table");
-        let cols: Vec<String> = page
-            .coll
-            .fields
-            .iter()
-            .map(|f| format!("`{}`", f.name))
-            .collect();
-        let marks: Vec<String> = (1..=cols.len()).map(|i| format!("?{i}")).collect();
-        let sql = format!(
-            "INSERT INTO posts ({}) VALUES ({})",
-            cols.join(","),
-            marks.join(",")
-        );
         let filled = PageFixture::new(n);
+        let conn = Connection::open_in_memory().expect("in-memory sqlite");
+        ddl::create(&conn, &filled.coll).expect("table");
         let tx = conn.unchecked_transaction().expect("tx");
-        {
-            let mut stmt = tx.prepare(&sql).expect("insert");
-            for r in &filled.rows {
-                stmt.execute(rusqlite::params_from_iter(r.iter()))
-                    .expect("row");
-            }
+        for r in &filled.rows {
+            let row: Vec<_> = r.iter().cloned().enumerate().collect();
+            crate::store::records::insert(&tx, &filled.coll, &row).expect("row");
         }
         tx.commit().expect("commit");
         CountFixture {

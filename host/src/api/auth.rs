@@ -138,7 +138,7 @@ async fn check_auth_rule(
     };
     let (empty, no_headers) = (Map::new(), HeaderMap::new());
     let req = RequestCtx::new(Some(&who), &Method::POST, &no_headers, &empty, None);
-    let sel = query::compile_filter(&state.store.schema(), c, &rule, req.info(), false)?;
+    let sel = query::compile_rule(&state.store.schema(), c, &rule, req.info())?;
     let id = who.id();
     let c2 = Arc::clone(c);
     let ok = state

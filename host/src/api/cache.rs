@@ -21,6 +21,8 @@ use tokio::sync::Notify;
 const SHARDS: usize = 16;
 
 pub(crate) struct Bounded<V> {
+    /// A capacity or byte budget of 0 turns the map off: nothing is kept.
+    enabled: bool,
     hasher: RandomState,
     shards: Vec<Mutex<Shard<V>>>,
     per_shard: usize,
@@ -36,6 +38,7 @@ impl<V: Clone> Bounded<V> {
     /// At most `capacity` entries and `bytes` bytes (keys plus the weights given on insert).
     pub(crate) fn new(capacity: usize, bytes: usize) -> Self {
         Self {
+            enabled: capacity > 0 && bytes > 0,
             hasher: RandomState::new(),
             shards: (0..SHARDS)
                 .map(|_| {
@@ -54,7 +57,14 @@ impl<V: Clone> Bounded<V> {
         &self.shards[(self.hasher.hash_one(key) as usize) % SHARDS]
     }
 
+    pub(crate) fn enabled(&self) -> bool {
+        self.enabled
+    }
+
     pub(crate) fn get(&self, key: &str) -> Option<V> {
+        if !self.enabled {
+            return None;
+        }
         self.shard(key)
             .lock()
             .ok()?
@@ -66,7 +76,7 @@ impl<V: Clone> Bounded<V> {
     /// Keep `value`, weighing `weight` bytes besides its key; too heavy values are not kept.
     pub(crate) fn insert(&self, key: String, value: V, weight: usize) {
         let weight = weight + key.len();
-        if weight > self.bytes_per_shard {
+        if !self.enabled || weight > self.bytes_per_shard {
             return;
         }
         if let Ok(mut s) = self.shard(&key).lock() {
@@ -118,8 +128,6 @@ pub(crate) struct Caches {
     /// Responses being computed right now, so identical requests wait for one computation
     /// instead of all running it (a write invalidates a hot list; hundreds of clients ask again).
     in_flight: Mutex<HashMap<String, Arc<Notify>>>,
-    /// Off when pb.toml sets `cache.responses = false`.
-    pub responses_on: bool,
 }
 
 impl Caches {
@@ -131,8 +139,7 @@ impl Caches {
         Self {
             // A token entry holds the caller's row: a few hundred bytes.
             tokens: Bounded::new(token_capacity, token_capacity.saturating_mul(1024)),
-            responses: Bounded::new(response_capacity.max(1), response_bytes),
-            responses_on: response_capacity > 0 && response_bytes > 0,
+            responses: Bounded::new(response_capacity, response_bytes),
             in_flight: Mutex::new(HashMap::new()),
         }
     }
@@ -141,15 +148,21 @@ impl Caches {
     /// when dropped, waking the others), or wait for the request already doing it and then look
     /// again. Waiting is bounded; a waiter that times out computes on its own.
     pub(crate) async fn lead_or_wait(&self, key: &str) -> Option<Leader<'_>> {
-        if !self.responses_on {
+        if !self.responses.enabled() {
             return None;
         }
-        let waiting = {
+        let waiting: Arc<Notify>;
+        let notified;
+        {
             let Ok(mut m) = self.in_flight.lock() else {
                 return None;
             };
             match m.get(key) {
-                Some(n) => Arc::clone(n),
+                // Registered under the lock, so the leader's wake-up cannot be missed.
+                Some(n) => {
+                    waiting = Arc::clone(n);
+                    notified = waiting.notified();
+                }
                 None => {
                     let n = Arc::new(Notify::new());
                     m.insert(key.to_owned(), Arc::clone(&n));
@@ -160,25 +173,13 @@ impl Caches {
                     });
                 }
             }
-        };
-        let notified = waiting.notified();
-        // The leader may have finished between the lookup and here: then the key is gone.
-        let still = self
-            .in_flight
-            .lock()
-            .map(|m| m.get(key).is_some_and(|n| Arc::ptr_eq(n, &waiting)))
-            .unwrap_or(false);
-        if still {
-            let _ = tokio::time::timeout(Duration::from_secs(5), notified).await;
         }
+        let _ = tokio::time::timeout(Duration::from_secs(5), notified).await;
         None
     }
 
     /// A cached body for `key`, if still valid.
     pub(crate) fn response(&self, changes: &Changes, key: &str) -> Option<Bytes> {
-        if !self.responses_on {
-            return None;
-        }
         let e = self.responses.get(key)?;
         if changes.unchanged_since(e.stamp, e.tables.iter().map(String::as_str))
             && changes.rows_unchanged_since(e.stamp, e.row_tables.iter().map(String::as_str))
@@ -191,10 +192,8 @@ impl Caches {
     }
 
     pub(crate) fn keep_response(&self, key: String, entry: ResponseEntry) {
-        if self.responses_on {
-            let weight = entry.body.len() + entry.tables.iter().map(String::len).sum::<usize>();
-            self.responses.insert(key, Arc::new(entry), weight);
-        }
+        let weight = entry.body.len() + entry.tables.iter().map(String::len).sum::<usize>();
+        self.responses.insert(key, Arc::new(entry), weight);
     }
 }
 

@@ -159,7 +159,7 @@ fn check_rules(schema: &Schema, c: &Collection, message: &str) -> Result<(), Api
         ("deleteRule", &c.rules.delete),
     ] {
         if let Some(r) = rule
-            && let Err(e) = query::compile_filter(schema, c, r, &req, false)
+            && let Err(e) = query::compile_rule(schema, c, r, &req)
         {
             data.insert(
                 key.into(),

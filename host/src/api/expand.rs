@@ -7,7 +7,7 @@
 //! found nothing); related records the caller may not view are left out.
 
 use super::serialize::{Viewer, record_json};
-use crate::query::{Query, RequestInfo, has_single_column_unique_index, qi};
+use crate::query::{Query, RequestInfo, back_relation, qi};
 use crate::schema::value::Stored;
 use crate::schema::{Collection, FieldType, Schema};
 use crate::store::{Conn as Connection, StoreRecord, records as store_records};
@@ -91,20 +91,12 @@ fn resolve(schema: &Schema, coll: &Collection, name: &str) -> Option<Relation> {
             multi: f.is_multi(),
         });
     }
-    let (source_key, field) = name.split_once("_via_")?;
-    let source = schema.by_id_or_name(source_key)?.clone();
-    let f = source.field(field)?;
-    let points_to = f.opt_str("collectionId");
-    if f.kind != FieldType::Relation || (points_to != coll.id && points_to != coll.name) {
-        return None;
-    }
-    let field_multi = f.is_multi();
-    let single = !field_multi && has_single_column_unique_index(&source.indexes, field);
+    let back = back_relation(schema, coll, name).ok()?;
     Some(Relation::Back {
-        field: field.to_owned(),
-        field_multi,
-        single,
-        source,
+        field: back.source.fields[back.field].name.clone(),
+        field_multi: back.multi,
+        single: !back.multi && back.unique,
+        source: back.source,
     })
 }
 

@@ -128,7 +128,7 @@ pub(crate) async fn caller(state: &AppState, headers: &HeaderMap) -> Option<Call
         record: row,
         refreshable: verified.refreshable,
     };
-    if state.cfg.cache.tokens > 0 {
+    if state.caches.tokens.enabled() {
         state.caches.tokens.insert(
             tok.to_owned(),
             cache::TokenEntry {

@@ -6,7 +6,7 @@ use super::cache::ResponseEntry;
 use super::error::{ApiError, ApiResult, MSG_MISSING_COLLECTION};
 use super::expand::{ExpandCtx, ExpandPaths, expand_rows};
 use super::serialize::{FieldsFilter, Viewer, key_order, record_json, write_record};
-use super::{Caller, RequestCtx, Shared, caller, find_collection, ok_json, query_map};
+use super::{Caller, RequestCtx, Shared, caller, ok_json, query_map};
 use crate::auth::password;
 use crate::config::Limits;
 use crate::query::{self, Query, Select};
@@ -77,18 +77,19 @@ fn rule_condition(
     match rule {
         None => Err(ApiError::superusers_only()),
         Some(r) if r.trim().is_empty() => Ok(None),
-        Some(r) => Ok(Some(query::compile_filter(
-            schema,
-            c,
-            r,
-            req.info(),
-            false,
-        )?)),
+        Some(r) => Ok(Some(query::compile_rule(schema, c, r, req.info())?)),
     }
 }
 
 fn collection_or_404(state: &Shared, key: &str, message: &str) -> ApiResult<Arc<Collection>> {
-    find_collection(state, key).ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, message))
+    collection_in(&state.store.schema(), key, message)
+}
+
+fn collection_in(schema: &Schema, key: &str, message: &str) -> ApiResult<Arc<Collection>> {
+    schema
+        .by_id_or_name(key)
+        .cloned()
+        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, message))
 }
 
 fn shape(
@@ -123,7 +124,8 @@ pub(crate) async fn list(
     // Taken before anything is read: a cached answer built from these reads is valid only while
     // nothing it read changed after this point.
     let stamp = state.store.changes().stamp();
-    let c = collection_or_404(&state, &key, MSG_MISSING_COLLECTION)?;
+    let schema = state.store.schema();
+    let c = collection_in(&schema, &key, MSG_MISSING_COLLECTION)?;
     let who = caller(&state, headers).await;
     let cache_key = response_key("list", &c, "", raw, who.as_ref());
     let _leader = match cached_or_lead(&state, &cache_key).await {
@@ -132,7 +134,6 @@ pub(crate) async fn list(
     };
     let q = query_map(raw);
     let req = RequestCtx::new(who.as_ref(), method, headers, &q, None);
-    let schema = state.store.schema();
     let mut query = Query::new(&schema, &c, req.info());
     if !req.is_superuser() {
         match &c.rules.list {
@@ -152,7 +153,14 @@ pub(crate) async fn list(
         query.sort(s)?;
     }
     let sel = query.finish();
-    let deps = cache_deps(&schema, &sel, expand.is_some(), who.as_ref(), false);
+    let deps = cache_deps(
+        &schema,
+        &c,
+        Some(&sel),
+        expand.is_some(),
+        who.as_ref(),
+        false,
+    );
 
     let c2 = Arc::clone(&c);
     let rows = state
@@ -241,17 +249,20 @@ struct Deps {
 /// What a response read, for the cache; None when it must not be cached at all. `one_row`:
 /// the response shows one known row of the base table (a view), so inserts there cannot
 /// change it, only updates and deletes can.
+/// `sel`: the compiled statement, when there is one (a view without a rule has none: it reads
+/// only its own table).
 fn cache_deps(
     schema: &Schema,
-    sel: &Select,
+    c: &Collection,
+    sel: Option<&Select>,
     expand: bool,
     who: Option<&Caller>,
     one_row: bool,
 ) -> Option<Deps> {
-    if sel.volatile {
+    if sel.is_some_and(|s| s.volatile) {
         return None;
     }
-    let mut tables = sel.tables.clone();
+    let mut tables = sel.map_or_else(|| vec![c.name.clone()], |s| s.tables.clone());
     let mut row_tables = Vec::new();
     if one_row && !expand && tables.len() == 1 {
         row_tables = std::mem::take(&mut tables);
@@ -313,7 +324,8 @@ pub(crate) async fn view(
 ) -> ApiResult<Response> {
     let (method, headers, raw) = get_parts(&request);
     let stamp = state.store.changes().stamp();
-    let c = collection_or_404(&state, &key, MSG_MISSING_COLLECTION)?;
+    let schema = state.store.schema();
+    let c = collection_in(&schema, &key, MSG_MISSING_COLLECTION)?;
     let who = caller(&state, headers).await;
     let cache_key = response_key("view", &c, &id, raw, who.as_ref());
     let _leader = match cached_or_lead(&state, &cache_key).await {
@@ -322,15 +334,11 @@ pub(crate) async fn view(
     };
     let q = query_map(raw);
     let req = RequestCtx::new(who.as_ref(), method, headers, &q, None);
-    let schema = state.store.schema();
     let rule = rule_condition(&schema, &c, &c.rules.view, &req)?;
-    let base_sel = Select {
-        tables: vec![c.name.clone()],
-        ..Select::default()
-    };
     let deps = cache_deps(
         &schema,
-        rule.as_ref().unwrap_or(&base_sel),
+        &c,
+        rule.as_ref(),
         q.contains_key("expand"),
         who.as_ref(),
         true,

@@ -109,8 +109,58 @@ fn json_array_length(col: &str) -> String {
     )
 }
 
+/// `<collection>_via_<field>` seen from `coll`: the records of `source` whose relation `field`
+/// points at `coll`.
+pub(crate) struct BackRelation {
+    pub source: Arc<Collection>,
+    /// The relation field's index in `source.fields`.
+    pub field: usize,
+    /// The relation field holds several ids.
+    pub multi: bool,
+    /// The relation field has a single-column UNIQUE index (at most one record points here).
+    pub unique: bool,
+}
+
+/// Resolve a back-relation name, or say why it is not one.
+pub(crate) fn back_relation(
+    schema: &Schema,
+    coll: &Collection,
+    prop: &str,
+) -> Result<BackRelation, String> {
+    let (coll_key, field_name) = prop
+        .split_once("_via_")
+        .ok_or_else(|| format!("unknown field {prop:?}"))?;
+    let source = schema
+        .by_id_or_name(coll_key)
+        .cloned()
+        .ok_or_else(|| format!("failed to load the back-relation collection {coll_key:?}"))?;
+    let field = source
+        .fields
+        .iter()
+        .position(|f| f.name == field_name)
+        .ok_or_else(|| format!("missing back-relation field {field_name:?}"))?;
+    let f = &source.fields[field];
+    if f.kind != FieldType::Relation {
+        return Err(format!("invalid back-relation field {field_name:?}"));
+    }
+    let points_to = f.opt_str("collectionId");
+    if points_to != coll.id && points_to != coll.name {
+        return Err(format!(
+            "invalid collection reference of a back-relation field {field_name:?}"
+        ));
+    }
+    let multi = f.is_multi();
+    let unique = has_single_column_unique_index(&source.indexes, field_name);
+    Ok(BackRelation {
+        source,
+        field,
+        multi,
+        unique,
+    })
+}
+
 /// Does `indexes` hold a UNIQUE index on exactly `column`?
-pub(crate) fn has_single_column_unique_index(indexes: &[String], column: &str) -> bool {
+fn has_single_column_unique_index(indexes: &[String], column: &str) -> bool {
     indexes.iter().any(|ix| {
         let upper = ix.to_ascii_uppercase();
         if !upper.trim_start().starts_with("CREATE UNIQUE INDEX") {
@@ -983,31 +1033,17 @@ impl<'a> Query<'a> {
         w: &mut Walk,
         prop: &str,
     ) -> Result<(), QueryError> {
-        let Some((coll_key, field_name)) = prop.split_once("_via_") else {
-            return resolve_err(format!("unknown field {prop:?}"));
-        };
-        let Some(back) = self.schema.by_id_or_name(coll_key).cloned() else {
-            return resolve_err(format!(
-                "failed to load the back-relation collection {coll_key:?}"
-            ));
-        };
-        let Some(bf) = back.field(field_name) else {
-            return resolve_err(format!("missing back-relation field {field_name:?}"));
-        };
-        if bf.kind != FieldType::Relation {
-            return resolve_err(format!("invalid back-relation field {field_name:?}"));
-        }
+        let BackRelation {
+            source: back,
+            field,
+            multi: rel_multi,
+            unique,
+        } = back_relation(self.schema, &w.coll, prop).map_err(QueryError::Resolve)?;
+        let bf = &back.fields[field];
         if bf.hidden && !w.allow_hidden {
-            return resolve_err(format!("non-filterable back-relation field {field_name:?}"));
+            return resolve_err(format!("non-filterable back-relation field {:?}", bf.name));
         }
-        let points_to = bf.opt_str("collectionId");
-        if points_to != w.coll.id && points_to != w.coll.name {
-            return resolve_err(format!(
-                "invalid collection reference of a back-relation field {field_name:?}"
-            ));
-        }
-        let rel_multi = bf.is_multi();
-        let back_multi = rel_multi || !has_single_column_unique_index(&back.indexes, &bf.name);
+        let back_multi = rel_multi || !unique;
         let new_alias = format!("{}_{prop}", w.alias);
         let on = if rel_multi {
             let je = format!("__je_{new_alias}");
@@ -1483,20 +1519,15 @@ fn forbid_request_refs(text: &str) -> Result<(), QueryError> {
     Ok(())
 }
 
-/// Compile one expression on its own: a client `filter` (`client` = true) or an API rule.
-pub(crate) fn compile_filter(
+/// Compile one API rule on its own (view/update/delete/auth rules and rule validation).
+pub(crate) fn compile_rule(
     schema: &Schema,
     coll: &Collection,
     text: &str,
     req: &RequestInfo,
-    client: bool,
 ) -> Result<Select, QueryError> {
     let mut q = Query::new(schema, coll, req);
-    if client {
-        q.filter(text)?;
-    } else {
-        q.rule(text)?;
-    }
+    q.rule(text)?;
     Ok(q.finish())
 }
 

@@ -95,6 +95,17 @@ enum Job {
     Solo(Box<dyn FnOnce(&mut Connection) -> Finish + Send>),
 }
 
+/// Run one job by itself: it is committed when it returns, so publish, then reply.
+fn run_alone(
+    writer: &mut Connection,
+    changes: &Changes,
+    f: Box<dyn FnOnce(&mut Connection) -> Finish + Send>,
+) {
+    let finish = f(writer);
+    changes.publish();
+    finish(true);
+}
+
 /// Most jobs one commit carries.
 const MAX_BATCH: usize = 64;
 
@@ -114,9 +125,7 @@ fn writer_loop(writer: &mut Connection, rx: &mpsc::Receiver<Job>, changes: &Chan
         };
         let first = match job {
             Job::Solo(f) => {
-                let finish = f(writer);
-                changes.publish();
-                finish(true);
+                run_alone(writer, changes, f);
                 continue;
             }
             Job::Batched(f) => f,
@@ -132,21 +141,11 @@ fn writer_loop(writer: &mut Connection, rx: &mpsc::Receiver<Job>, changes: &Chan
                 Err(_) => break,
             }
         }
-        if batch.len() == 1 {
-            // Alone: the job's own savepoint is its transaction.
-            let finish = batch.pop().map(|f| f(writer));
-            changes.publish();
-            if let Some(finish) = finish {
-                finish(true);
-            }
-            continue;
-        }
-        if writer.execute_batch("BEGIN IMMEDIATE").is_err() {
-            // No shared transaction: each job's savepoint commits it on its own.
+        // One job, or no shared transaction to be had: each job's savepoint is its own
+        // transaction.
+        if batch.len() == 1 || writer.execute_batch("BEGIN IMMEDIATE").is_err() {
             for f in batch {
-                let finish = f(writer);
-                changes.publish();
-                finish(true);
+                run_alone(writer, changes, f);
             }
             continue;
         }
@@ -165,8 +164,8 @@ fn writer_loop(writer: &mut Connection, rx: &mpsc::Receiver<Job>, changes: &Chan
 pub(crate) struct Store {
     writer: Mutex<Option<mpsc::Sender<Job>>>,
     writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
-    readers: Arc<Mutex<Vec<Connection>>>,
-    reader_permits: Arc<Semaphore>,
+    readers: Mutex<Vec<Connection>>,
+    reader_permits: Semaphore,
     schema: ArcSwap<Schema>,
     changes: Arc<Changes>,
 }
@@ -329,8 +328,8 @@ impl Store {
         Ok(Self {
             writer: Mutex::new(Some(tx)),
             writer_thread: Mutex::new(Some(handle)),
-            readers: Arc::new(Mutex::new(readers)),
-            reader_permits: Arc::new(Semaphore::new(n)),
+            readers: Mutex::new(readers),
+            reader_permits: Semaphore::new(n),
             schema: ArcSwap::from_pointee(schema),
             changes,
         })
@@ -451,8 +450,9 @@ impl Store {
         F: FnOnce(&Connection) -> Result<R> + Send + 'static,
         R: Send + 'static,
     {
-        let permit = Arc::clone(&self.reader_permits)
-            .acquire_owned()
+        let permit = self
+            .reader_permits
+            .acquire()
             .await
             .map_err(|_| StoreError::WriterGone)?;
         // Inline on the calling worker: reads are short, and handing each one to a blocking
