@@ -2,6 +2,7 @@
 
 use crate::api::{self, AppState};
 use crate::config::Config;
+use crate::plugins::Plugins;
 use crate::store::{Store, StoreConfig};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -30,6 +31,15 @@ pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let plugins = Plugins::start(
+        cfg.plugins.clone(),
+        cfg.plugins_dir(),
+        cfg.source.clone(),
+        cfg.store.dir.clone(),
+        Arc::clone(&store),
+    )
+    .await
+    .map_err(std::io::Error::other)?;
     let state = Arc::new(AppState {
         store: Arc::clone(&store),
         cfg: Arc::clone(&cfg),
@@ -38,7 +48,12 @@ pub(crate) async fn serve(
             cfg.cache.responses,
             cfg.cache.response_bytes,
         ),
+        plugins: Arc::clone(&plugins),
     });
+    plugins.set_services(Arc::new(api::plugin_services::ApiServices {
+        state: Arc::downgrade(&state),
+    }));
+    plugins.spawn_background();
     let app = api::router(state).into_make_service_with_connect_info::<SocketAddr>();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let graceful = axum::serve(listener, app).with_graceful_shutdown(async move {

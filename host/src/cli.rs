@@ -31,6 +31,9 @@ enum Command {
         /// TCP address to listen on, e.g. 127.0.0.1:8090.
         #[arg(long, env = "FERROBASE_HTTP")]
         http: Option<String>,
+        /// The plugins folder (default: `plugins` beside the data directory).
+        #[arg(long = "pluginsDir", env = "FERROBASE_PLUGINS_DIR")]
+        plugins_dir: Option<PathBuf>,
     },
     /// Manage superusers.
     Superuser {
@@ -82,13 +85,18 @@ async fn shutdown_signal() {
 fn try_run() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let http = match &cli.command {
-        Some(Command::Serve { http }) => http.clone(),
+        Some(Command::Serve { http, .. }) => http.clone(),
+        _ => None,
+    };
+    let plugins_dir = match &cli.command {
+        Some(Command::Serve { plugins_dir, .. }) => plugins_dir.clone(),
         _ => None,
     };
     let cfg = Config::load(&Overrides {
         config: cli.config.clone(),
         http,
         dir: cli.dir.clone(),
+        plugins_dir,
     })
     .map_err(anyhow::Error::msg)?;
     init_tracing(&cfg.log.level);

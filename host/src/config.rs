@@ -12,6 +12,77 @@ pub(crate) struct Config {
     pub limits: Limits,
     pub cache: CacheConfig,
     pub log: LogConfig,
+    pub plugins: PluginsConfig,
+    /// The file this came from, when there was one (watched for plugin sections).
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
+}
+
+/// `[plugins]`: the runtime's global knobs, then one `[plugins.<name>]` table per plugin.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub(crate) struct PluginsConfig {
+    /// Where `*.wasm` files are loaded from; empty = `plugins` beside the data directory.
+    pub dir: PathBuf,
+    /// Watch `dir` (and this file's plugin sections) and swap in new versions live.
+    pub hot_reload: bool,
+    /// Milliseconds between epoch ticks: the granularity of every plugin time budget.
+    pub epoch_tick_ms: u64,
+    /// Plugin calls running at once, over all plugins; more wait their turn.
+    pub max_concurrent_calls: usize,
+    /// Grants of a plugin with no `[plugins.<name>]` table of its own.
+    pub default_grants: Vec<String>,
+    /// Defaults for every plugin; each `[plugins.<name>]` may override them.
+    pub memory_mb: u64,
+    pub hook_timeout_ms: u64,
+    pub in_tx_timeout_ms: u64,
+    pub route_timeout_ms: u64,
+    pub job_timeout_ms: u64,
+    pub max_instances: usize,
+    pub max_calls_per_instance: u64,
+    /// `[plugins.<name>]` tables.
+    #[serde(flatten)]
+    pub each: std::collections::BTreeMap<String, PluginEntry>,
+}
+
+impl Default for PluginsConfig {
+    fn default() -> Self {
+        Self {
+            dir: PathBuf::new(),
+            hot_reload: true,
+            epoch_tick_ms: 1,
+            max_concurrent_calls: 64,
+            default_grants: vec!["db:read".into()],
+            memory_mb: 64,
+            hook_timeout_ms: 50,
+            in_tx_timeout_ms: 10,
+            route_timeout_ms: 10_000,
+            job_timeout_ms: 300_000,
+            max_instances: 8,
+            max_calls_per_instance: 10_000,
+            each: Default::default(),
+        }
+    }
+}
+
+/// One plugin's section. Unset values fall back to `[plugins]`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct PluginEntry {
+    /// Off = the file is ignored even when present.
+    pub enabled: Option<bool>,
+    /// What the plugin may use: "db:read", "db:write", "kv", "http", "clock".
+    pub grants: Option<Vec<String>>,
+    /// host:port pairs outbound HTTP may reach (with the "http" grant).
+    pub http_allow: Vec<String>,
+    pub memory_mb: Option<u64>,
+    pub hook_timeout_ms: Option<u64>,
+    pub in_tx_timeout_ms: Option<u64>,
+    pub route_timeout_ms: Option<u64>,
+    pub job_timeout_ms: Option<u64>,
+    pub max_instances: Option<usize>,
+    /// Read by the plugin through `config.get`.
+    pub config: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -111,6 +182,7 @@ pub(crate) struct Overrides {
     pub config: Option<PathBuf>,
     pub http: Option<String>,
     pub dir: Option<PathBuf>,
+    pub plugins_dir: Option<PathBuf>,
 }
 
 impl Config {
@@ -124,11 +196,15 @@ impl Config {
             Some(p) => Self::from_file(p)?,
             None => Self::default(),
         };
+        cfg.source = path;
         if let Some(h) = &o.http {
             cfg.http.addr = h.clone();
         }
         if let Some(d) = &o.dir {
             cfg.store.dir = d.clone();
+        }
+        if let Some(d) = &o.plugins_dir {
+            cfg.plugins.dir = d.clone();
         }
         cfg.validate()?;
         Ok(cfg)
@@ -144,10 +220,33 @@ impl Config {
         if self.limits.page_size_max < 1 || self.limits.page_size_default < 1 {
             return Err("limits.page_size_* must be at least 1".into());
         }
+        let p = &self.plugins;
+        if p.epoch_tick_ms == 0 || p.max_concurrent_calls == 0 || p.max_instances == 0 {
+            return Err(
+                "plugins.epoch_tick_ms, max_concurrent_calls and max_instances must be at least 1"
+                    .into(),
+            );
+        }
+        if p.memory_mb == 0 || p.memory_mb > 4096 {
+            return Err("plugins.memory_mb must be between 1 and 4096".into());
+        }
         if self.http.body_bytes_max < 1024 {
             return Err("http.body_bytes_max must be at least 1024".into());
         }
         Ok(())
+    }
+
+    /// The plugins folder: `[plugins] dir`, else `plugins` beside the data directory
+    /// (PocketBase keeps `pb_hooks` beside `pb_data` the same way).
+    pub(crate) fn plugins_dir(&self) -> PathBuf {
+        if !self.plugins.dir.as_os_str().is_empty() {
+            return self.plugins.dir.clone();
+        }
+        let data = &self.store.dir;
+        match data.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.join("plugins"),
+            _ => PathBuf::from("plugins"),
+        }
     }
 
     pub(crate) fn n_readers(&self) -> usize {
@@ -189,6 +288,7 @@ mod tests {
             config: Some(p.clone()),
             http: None,
             dir: None,
+            plugins_dir: None,
         })
         .unwrap();
         assert_eq!(c.http.addr, "127.0.0.1:1");
@@ -196,6 +296,7 @@ mod tests {
             config: Some(p),
             http: Some("127.0.0.1:2".into()),
             dir: Some("y".into()),
+            plugins_dir: None,
         })
         .unwrap();
         assert_eq!(c.http.addr, "127.0.0.1:2");

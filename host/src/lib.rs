@@ -7,6 +7,7 @@ mod app;
 mod auth;
 mod cli;
 mod config;
+mod plugins;
 mod query;
 mod schema;
 mod store;

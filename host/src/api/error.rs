@@ -82,7 +82,10 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         tracing::error!(error = %e, "store error");
         match e {
-            StoreError::Invalid(_) | StoreError::NotUnique(_) | StoreError::RequiredRelation => {
+            StoreError::Invalid(_)
+            | StoreError::Denied(_)
+            | StoreError::NotUnique(_)
+            | StoreError::RequiredRelation => {
                 Self::bad_request()
             }
             _ => Self::internal(),

@@ -8,6 +8,8 @@ mod collections;
 pub(crate) mod error;
 mod expand;
 mod health;
+mod plugin_routes;
+pub(crate) mod plugin_services;
 mod records;
 pub(crate) mod serialize;
 
@@ -31,6 +33,7 @@ pub(crate) struct AppState {
     pub store: Arc<Store>,
     pub cfg: Arc<Config>,
     pub caches: cache::Caches,
+    pub plugins: Arc<crate::plugins::Plugins>,
 }
 
 pub(crate) type Shared = Arc<AppState>;
@@ -151,6 +154,8 @@ pub(crate) struct RequestCtx<'a> {
     headers: &'a HeaderMap,
     query: &'a Map<String, Value>,
     body: Option<&'a Map<String, Value>>,
+    /// A write or read made by the server itself (a plugin's record call): no rules apply.
+    system: bool,
     built: std::cell::OnceCell<RequestInfo>,
 }
 
@@ -168,12 +173,19 @@ impl<'a> RequestCtx<'a> {
             headers,
             query,
             body,
+            system: false,
             built: std::cell::OnceCell::new(),
         }
     }
 
+    /// The same request, made by the server itself.
+    pub(crate) fn as_system(mut self, system: bool) -> Self {
+        self.system = system;
+        self
+    }
+
     pub(crate) fn is_superuser(&self) -> bool {
-        self.who.is_some_and(Caller::is_superuser)
+        self.system || self.who.is_some_and(Caller::is_superuser)
     }
 
     pub(crate) fn info(&self) -> &RequestInfo {
@@ -242,7 +254,7 @@ async fn common_headers(req: Request, next: Next) -> Response {
 }
 
 /// Anything no route matched. PocketBase falls through to its static file handler there.
-async fn fallback(method: Method) -> ApiError {
+pub(crate) fn not_routed(method: &Method) -> ApiError {
     if method == Method::GET || method == Method::HEAD {
         ApiError::new(StatusCode::NOT_FOUND, "File not found.")
     } else {
@@ -306,8 +318,12 @@ pub(crate) fn router(state: Shared) -> Router {
             "/api/collections/{collection}/{action}",
             post(auth::not_built),
         )
+        .route("/api/crons", get(plugin_routes::crons_list))
+        .route("/api/crons/{id}", post(plugin_routes::crons_run))
+        .route("/api/plugins", get(plugin_routes::report))
         .method_not_allowed_fallback(method_not_routed)
-        .fallback(fallback)
+        // Below every native route: plugin routes, else PocketBase's not-found.
+        .fallback(plugin_routes::dispatch)
         .with_state(state);
     api.layer(middleware::from_fn(common_headers))
 }

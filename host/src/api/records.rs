@@ -9,6 +9,10 @@ use super::serialize::{FieldsFilter, Viewer, key_order, record_json, write_recor
 use super::{Caller, RequestCtx, Shared, caller, ok_json, query_map};
 use crate::auth::password;
 use crate::config::Limits;
+use crate::plugins::{
+    Action, CallFacts, Change, FieldValue, HookOutcome, Loaded, PluginRecord, Principal, Rejection,
+    run_in_transaction,
+};
 use crate::query::{self, Query, Select};
 use crate::schema::define::verr;
 use crate::schema::value::{
@@ -26,6 +30,7 @@ use std::sync::Arc;
 
 const MSG_CREATE_FAILED: &str = "Failed to create record.";
 const MSG_UPDATE_FAILED: &str = "Failed to update record.";
+const MSG_DELETE_FAILED: &str = "Failed to delete record. Make sure that the record is not part of a required relation reference.";
 
 pub(crate) fn paging(q: &Map<String, Value>, limits: &Limits) -> ApiResult<(i64, i64)> {
     let int = |k: &str, default: i64| -> ApiResult<i64> {
@@ -585,11 +590,17 @@ fn check_files(parsed: &body::Parsed) -> ApiResult<()> {
     Ok(())
 }
 
-enum WriteOutcome {
+pub(crate) enum WriteOutcome {
     Done(StoreRecord),
+    /// A delete: the record as it was.
+    Deleted(PluginRecord),
     RuleFailed,
     /// Relation fields whose ids were not found.
     MissingRelations(Vec<String>),
+    /// An in-transaction hook refused; the write was rolled back.
+    Rejected(Rejection),
+    /// An in-transaction hook failed; the write was rolled back.
+    HookFailed(String),
 }
 
 /// What create and update share before they diverge: the collection (not a view), the caller,
@@ -643,6 +654,7 @@ pub(crate) async fn create(
     State(state): State<Shared>,
     Path(key): Path<String>,
     method: Method,
+    uri: axum::http::Uri,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
     body: Body,
@@ -650,7 +662,7 @@ pub(crate) async fn create(
     let WriteRequest {
         c,
         who,
-        superuser,
+        superuser: _,
         q,
         fields,
         data,
@@ -658,131 +670,540 @@ pub(crate) async fn create(
         &c.rules.create
     })
     .await?;
-
-    let mut draft = Draft {
-        values: c.fields.iter().map(zero).collect(),
-        passwords: Vec::new(),
+    let w = Writer {
+        state: &state,
+        who: who.as_ref(),
+        system: false,
+        method: &method,
+        path: uri.path(),
+        headers: &headers,
+        q: &q,
+        depth: 0,
     };
-    apply_body(&c, &mut draft, &data, superuser);
-    let now = ids::now();
-    let mut skip = Vec::new();
-    for (i, f) in c.fields.iter().enumerate() {
-        if f.kind == FieldType::Autodate && f.opt_bool("onCreate") {
-            draft.values[i] = json!(now);
-        }
+    let saved = w.create(&c, &data).await?;
+    respond_written(
+        &state,
+        &c,
+        saved,
+        &q,
+        &method,
+        &headers,
+        who.as_ref(),
+        &fields,
+    )
+    .await
+}
+
+/// Who writes and in which request: the REST handlers and plugins' record calls share it.
+pub(crate) struct Writer<'a> {
+    pub state: &'a Shared,
+    pub who: Option<&'a Caller>,
+    /// The server itself (a plugin's record call): rules do not apply.
+    pub system: bool,
+    pub method: &'a Method,
+    pub path: &'a str,
+    pub headers: &'a HeaderMap,
+    pub q: &'a Map<String, Value>,
+    /// Plugin calls this write is nested in.
+    pub depth: u8,
+}
+
+/// A rejection from a plugin as PocketBase's error body.
+pub(crate) fn rejection_error(r: Rejection) -> ApiError {
+    let mut data = Map::new();
+    for (field, code, message) in r.fields {
+        data.insert(field, verr(&code, &message));
     }
-    // The id: the client's (validated like any text field) or a fresh one.
-    let id_idx = idx(&c, "id").ok_or_else(ApiError::internal)?;
-    match data.get("id") {
-        Some(Value::String(s)) if !s.is_empty() => draft.values[id_idx] = json!(s),
-        _ => {
-            draft.values[id_idx] = json!(ids::record_id());
-            skip.push(id_idx);
+    ApiError::with_data(
+        StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_REQUEST),
+        r.message,
+        data,
+    )
+}
+
+fn hook_failed(message: &str, why: &str) -> ApiError {
+    tracing::warn!(error = %why, "plugin hook failed; write refused");
+    ApiError::new(StatusCode::BAD_REQUEST, message)
+}
+
+/// Apply a before-hook's patch to the draft (coerced like body input). The id, autodates and
+/// auth secrets stay the server's.
+fn apply_patch(c: &Collection, draft: &mut Draft, patch: Vec<(String, Option<FieldValue>)>) -> Result<(), String> {
+    for (name, v) in patch {
+        let Some(i) = idx(c, &name) else { continue };
+        let f = &c.fields[i];
+        if f.name == "id" || f.kind == FieldType::Autodate || f.kind == FieldType::Password {
+            continue;
         }
+        if c.is_auth() && f.name == "tokenKey" {
+            continue;
+        }
+        draft.values[i] = match v {
+            None => zero(f),
+            Some(v) => coerce(f, &v.to_json()?),
+        };
+    }
+    Ok(())
+}
+
+impl Writer<'_> {
+    fn superuser(&self) -> bool {
+        self.system || self.who.is_some_and(Caller::is_superuser)
     }
 
-    if c.is_auth() {
-        let pw = data
-            .get("password")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned();
-        let confirm = data
-            .get("passwordConfirm")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let mut form = Map::new();
-        if pw.is_empty() {
-            form.insert(
-                "password".into(),
-                verr("validation_required", "Cannot be blank."),
-            );
+    fn facts(&self) -> Arc<CallFacts> {
+        Arc::new(CallFacts {
+            principal: self.who.map(|w| Principal {
+                collection: w.collection.name.clone(),
+                id: w.id(),
+                is_superuser: w.is_superuser(),
+            }),
+            system: self.system,
+            method: Some(self.method.as_str().to_owned()),
+            path: Some(self.path.to_owned()),
+            headers: self
+                .headers
+                .iter()
+                .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+                .collect(),
+            remote_ip: None,
+            caller: self.who.map(|w| Arc::new(w.clone()) as Arc<dyn std::any::Any + Send + Sync>),
+            depth: self.depth,
+        })
+    }
+
+    fn actor(&self) -> Option<Principal> {
+        self.who.map(|w| Principal {
+            collection: w.collection.name.clone(),
+            id: w.id(),
+            is_superuser: w.is_superuser(),
+        })
+    }
+
+    /// Run the before-hooks of one event in order; patches apply cumulatively.
+    async fn before(
+        &self,
+        hooks: &[Arc<Loaded>],
+        c: &Collection,
+        current: Option<&PluginRecord>,
+        draft: &mut Draft,
+        message: &str,
+    ) -> ApiResult<()> {
+        let facts = self.facts();
+        for h in hooks {
+            let pending = PluginRecord::from_json(c, &draft.values);
+            match h.before_write(Arc::clone(&facts), current, &pending).await {
+                HookOutcome::Proceed(patch) => {
+                    apply_patch(c, draft, patch).map_err(|e| hook_failed(message, &e))?
+                }
+                HookOutcome::Rejected(r) => return Err(rejection_error(r)),
+                HookOutcome::Failed(e) => return Err(hook_failed(message, &e)),
+            }
         }
-        if confirm.is_empty() {
-            form.insert(
-                "passwordConfirm".into(),
-                verr("validation_required", "Cannot be blank."),
-            );
-        } else if confirm != pw {
-            form.insert(
-                "passwordConfirm".into(),
-                verr("validation_values_mismatch", "Values don't match."),
-            );
+        Ok(())
+    }
+
+    /// Create a record from body-shaped `data`: PocketBase's create, with plugin hooks.
+    pub(crate) async fn create(&self, c: &Arc<Collection>, data: &Map<String, Value>) -> ApiResult<StoreRecord> {
+        let state = self.state;
+        if c.is_view() {
+            return Err(ApiError::new(StatusCode::BAD_REQUEST, "Unsupported collection type."));
         }
-        if !form.is_empty() {
-            return Err(validation_error(MSG_CREATE_FAILED, form));
+        let superuser = self.superuser();
+        let mut draft = Draft {
+            values: c.fields.iter().map(zero).collect(),
+            passwords: Vec::new(),
+        };
+        apply_body(c, &mut draft, data, superuser);
+        let now = ids::now();
+        let mut skip = Vec::new();
+        for (i, f) in c.fields.iter().enumerate() {
+            if f.kind == FieldType::Autodate && f.opt_bool("onCreate") {
+                draft.values[i] = json!(now);
+            }
         }
-        let pi = idx(&c, "password").ok_or_else(ApiError::internal)?;
-        draft.values[pi] = json!(pw.clone());
-        draft.passwords.push((pi, pw));
-        if let Some(ti) = idx(&c, "tokenKey") {
-            draft.values[ti] = json!(ids::secret(50));
-            skip.push(ti);
+        // The id: the client's (validated like any text field) or a fresh one.
+        let id_idx = idx(c, "id").ok_or_else(ApiError::internal)?;
+        match data.get("id") {
+            Some(Value::String(s)) if !s.is_empty() => draft.values[id_idx] = json!(s),
+            _ => {
+                draft.values[id_idx] = json!(ids::record_id());
+                skip.push(id_idx);
+            }
         }
-        if let Some(vi) = idx(&c, "verified") {
-            if c.id == SUPERUSERS_ID {
-                draft.values[vi] = json!(true);
-            } else if !superuser && draft.values[vi] == json!(true) {
-                let mut e = Map::new();
-                e.insert(
-                    "verified".into(),
+
+        if c.is_auth() {
+            let pw = data
+                .get("password")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned();
+            let confirm = data
+                .get("passwordConfirm")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let mut form = Map::new();
+            if pw.is_empty() {
+                form.insert(
+                    "password".into(),
+                    verr("validation_required", "Cannot be blank."),
+                );
+            }
+            if confirm.is_empty() {
+                form.insert(
+                    "passwordConfirm".into(),
+                    verr("validation_required", "Cannot be blank."),
+                );
+            } else if confirm != pw {
+                form.insert(
+                    "passwordConfirm".into(),
                     verr("validation_values_mismatch", "Values don't match."),
                 );
-                return Err(validation_error(MSG_CREATE_FAILED, e));
+            }
+            if !form.is_empty() {
+                return Err(validation_error(MSG_CREATE_FAILED, form));
+            }
+            let pi = idx(c, "password").ok_or_else(ApiError::internal)?;
+            draft.values[pi] = json!(pw.clone());
+            draft.passwords.push((pi, pw));
+            if let Some(ti) = idx(c, "tokenKey") {
+                draft.values[ti] = json!(ids::secret(50));
+                skip.push(ti);
+            }
+            if let Some(vi) = idx(c, "verified") {
+                if c.id == SUPERUSERS_ID {
+                    draft.values[vi] = json!(true);
+                } else if !superuser && draft.values[vi] == json!(true) {
+                    let mut e = Map::new();
+                    e.insert(
+                        "verified".into(),
+                        verr("validation_values_mismatch", "Values don't match."),
+                    );
+                    return Err(validation_error(MSG_CREATE_FAILED, e));
+                }
             }
         }
-    }
-    let checks = validate(&state, &c, &draft, &skip)
-        .await
-        .map_err(|e| validation_error(MSG_CREATE_FAILED, e))?;
+        // Plugins: one registry snapshot for the whole write. Before-hooks see the coerced
+        // input and their patches are validated with it (PocketBase's model hooks run before
+        // validation too).
+        let reg = state.plugins.registry();
+        let slots = reg.hooks(&c.id);
+        if let Some(s) = slots
+            && !s.before_create.is_empty()
+        {
+            self.before(&s.before_create, c, None, &mut draft, MSG_CREATE_FAILED).await?;
+        }
+        let checks = validate(state, c, &draft, &skip)
+            .await
+            .map_err(|e| validation_error(MSG_CREATE_FAILED, e))?;
 
-    let req = RequestCtx::new(who.as_ref(), &method, &headers, &q, Some(&data));
-    let rule = rule_condition(&state.store.schema(), &c, &c.rules.create, &req)?;
-    hash_passwords(&c, &mut draft).await?;
-    let row = to_row(&c, &draft, None);
-    let id = draft.values[id_idx].as_str().unwrap_or("").to_owned();
-    let c2 = Arc::clone(&c);
-    let outcome = state
-        .store
-        .write(move |conn| {
-            let missing = missing_relations(conn, &checks)?;
-            if !missing.is_empty() {
-                return Ok(WriteOutcome::MissingRelations(missing));
-            }
-            let tx = conn.savepoint()?;
-            store_records::insert(&tx, &c2, &row)?;
-            // PocketBase checks a create rule against the would-be record: insert, look, and
-            // roll back when the rule does not hold.
-            let Some(saved) = store_records::get(&tx, &c2, &id, rule.as_ref())? else {
-                return Ok(WriteOutcome::RuleFailed);
-            };
-            tx.commit()?;
-            Ok(WriteOutcome::Done(saved))
-        })
-        .await
-        .map_err(|e| match e {
-            StoreError::NotUnique(cols) => unique_error(MSG_CREATE_FAILED, cols),
-            other => other.into(),
-        })?;
-    match outcome {
-        WriteOutcome::Done(saved) => {
-            respond_written(
-                &state,
-                &c,
-                saved,
-                &q,
-                &method,
-                &headers,
-                who.as_ref(),
-                &fields,
+        let req = RequestCtx::new(self.who, self.method, self.headers, self.q, Some(data))
+            .as_system(self.system);
+        let rule = rule_condition(&state.store.schema(), c, &c.rules.create, &req)?;
+        hash_passwords(c, &mut draft).await?;
+        let row = to_row(c, &draft, None);
+        let id = draft.values[id_idx].as_str().unwrap_or("").to_owned();
+        let c2 = Arc::clone(c);
+        let in_tx = slots.map(|s| s.in_transaction.clone()).filter(|v| !v.is_empty());
+        let facts = in_tx.as_ref().map(|_| self.facts());
+        let notify = self.commit_notice(slots, c, Action::Create, None);
+        let outcome = state
+            .store
+            .write_then(
+                move |conn| {
+                    let missing = missing_relations(conn, &checks)?;
+                    if !missing.is_empty() {
+                        return Ok(WriteOutcome::MissingRelations(missing));
+                    }
+                    let tx = conn.savepoint()?;
+                    store_records::insert(&tx, &c2, &row)?;
+                    // PocketBase checks a create rule against the would-be record: insert, look, and
+                    // roll back when the rule does not hold.
+                    let Some(saved) = store_records::get(&tx, &c2, &id, rule.as_ref())? else {
+                        return Ok(WriteOutcome::RuleFailed);
+                    };
+                    if let (Some(hooks), Some(facts)) = (in_tx, facts) {
+                        let rec = PluginRecord::from_stored(&c2, &saved);
+                        match run_in_transaction(&hooks, facts, Action::Create, &rec, &tx) {
+                            HookOutcome::Proceed(_) => {}
+                            HookOutcome::Rejected(r) => return Ok(WriteOutcome::Rejected(r)),
+                            HookOutcome::Failed(e) => return Ok(WriteOutcome::HookFailed(e)),
+                        }
+                    }
+                    tx.commit()?;
+                    Ok(WriteOutcome::Done(saved))
+                },
+                notify,
             )
             .await
+            .map_err(|e| match e {
+                StoreError::NotUnique(cols) => unique_error(MSG_CREATE_FAILED, cols),
+                other => other.into(),
+            })?;
+        match outcome {
+            WriteOutcome::Done(saved) => Ok(saved),
+            WriteOutcome::RuleFailed | WriteOutcome::Deleted(_) => {
+                Err(ApiError::new(StatusCode::BAD_REQUEST, MSG_CREATE_FAILED))
+            }
+            WriteOutcome::MissingRelations(names) => Err(validation_error(
+                MSG_CREATE_FAILED,
+                missing_relation_errors(names),
+            )),
+            WriteOutcome::Rejected(r) => Err(rejection_error(r)),
+            WriteOutcome::HookFailed(e) => Err(hook_failed(MSG_CREATE_FAILED, &e)),
         }
-        WriteOutcome::RuleFailed => Err(ApiError::new(StatusCode::BAD_REQUEST, MSG_CREATE_FAILED)),
-        WriteOutcome::MissingRelations(names) => Err(validation_error(
-            MSG_CREATE_FAILED,
-            missing_relation_errors(names),
-        )),
+    }
+
+    /// What to run on the writer once the write committed: queue the change for after-commit
+    /// hooks. None (no cost) when no plugin listens to this collection.
+    fn commit_notice(
+        &self,
+        slots: Option<&crate::plugins::HookSlots>,
+        c: &Arc<Collection>,
+        action: Action,
+        previous: Option<PluginRecord>,
+    ) -> Option<Box<dyn FnOnce(&WriteOutcome) + Send>> {
+        let s = slots?;
+        if s.after_commit.is_empty() {
+            return None;
+        }
+        let plugins = Arc::clone(&self.state.plugins);
+        let c = Arc::clone(c);
+        let actor = self.actor();
+        Some(Box::new(move |out: &WriteOutcome| {
+            let record = match out {
+                WriteOutcome::Done(saved) => PluginRecord::from_stored(&c, saved),
+                WriteOutcome::Deleted(pre) => pre.clone(),
+                _ => return,
+            };
+            plugins.committed(vec![Change {
+                action,
+                collection_id: c.id.clone(),
+                record,
+                previous,
+                actor,
+                seq: 0,
+            }]);
+        }))
+    }
+
+    /// Update a record from body-shaped `data`, with plugin hooks. `rule` is the caller's
+    /// update rule (None for superusers and the system).
+    pub(crate) async fn update(
+        &self,
+        c: &Arc<Collection>,
+        id: String,
+        data: &Map<String, Value>,
+    ) -> ApiResult<StoreRecord> {
+        let state = self.state;
+        if c.is_view() {
+            return Err(ApiError::new(StatusCode::BAD_REQUEST, "Unsupported collection type."));
+        }
+        let superuser = self.superuser();
+        let req = RequestCtx::new(self.who, self.method, self.headers, self.q, Some(data))
+            .as_system(self.system);
+        let rule = rule_condition(&state.store.schema(), c, &c.rules.update, &req)?;
+
+        let c2 = Arc::clone(c);
+        let id2 = id.clone();
+        let existing = state
+            .store
+            .read(move |conn| store_records::get(conn, &c2, &id2, rule.as_ref()))
+            .await?
+            .ok_or_else(ApiError::not_found)?;
+
+        let mut draft = Draft {
+            values: c
+                .fields
+                .iter()
+                .zip(existing.iter())
+                .map(|(f, s)| match (f.kind, s) {
+                    // Keep the stored hash as is; from_stored would blank it.
+                    (FieldType::Password, Stored::Text(t)) => json!(t),
+                    _ => from_stored(f, s.clone()),
+                })
+                .collect(),
+            passwords: Vec::new(),
+        };
+        let before = draft.values.clone();
+        apply_body(c, &mut draft, data, superuser);
+        let reg = state.plugins.registry();
+        let slots = reg.hooks(&c.id);
+        let previous = slots.map(|_| PluginRecord::from_stored(c, &existing));
+        if let Some(s) = slots
+            && !s.before_update.is_empty()
+        {
+            self.before(&s.before_update, c, previous.as_ref(), &mut draft, MSG_UPDATE_FAILED)
+                .await?;
+        }
+        let mut errors = Map::new();
+        if let Some(new_id) = data.get("id").and_then(Value::as_str)
+            && new_id != id
+        {
+            errors.insert(
+                "id".into(),
+                verr(
+                    "validation_pk_change",
+                    "The record primary key cannot be changed.",
+                ),
+            );
+        }
+        let mut changed: Vec<usize> = (0..c.fields.len())
+            .filter(|&i| draft.values[i] != before[i])
+            .collect();
+        let now = ids::now();
+        for (i, f) in c.fields.iter().enumerate() {
+            if f.kind == FieldType::Autodate && f.opt_bool("onUpdate") {
+                draft.values[i] = json!(now);
+                changed.push(i);
+            }
+        }
+
+        if c.is_auth() {
+            auth_update_checks(
+                c,
+                self.who,
+                superuser,
+                data,
+                &mut draft,
+                &before,
+                &mut changed,
+                &mut errors,
+            )
+            .await?;
+        }
+        if !errors.is_empty() {
+            return Err(validation_error(MSG_UPDATE_FAILED, errors));
+        }
+        // Only changed fields are validated and written: an untouched legacy value stays as it was.
+        let skip: Vec<usize> = (0..c.fields.len())
+            .filter(|i| !changed.contains(i))
+            .collect();
+        let checks = validate(state, c, &draft, &skip)
+            .await
+            .map_err(|e| validation_error(MSG_UPDATE_FAILED, e))?;
+        hash_passwords(c, &mut draft).await?;
+        changed.sort_unstable();
+        changed.dedup();
+        let row = to_row(c, &draft, Some(&changed));
+        let c2 = Arc::clone(c);
+        let in_tx = slots.map(|s| s.in_transaction.clone()).filter(|v| !v.is_empty());
+        let facts = in_tx.as_ref().map(|_| self.facts());
+        let notify = self.commit_notice(slots, c, Action::Update, previous);
+        let outcome = state
+            .store
+            .write_then(
+                move |conn| {
+                    let missing = missing_relations(conn, &checks)?;
+                    if !missing.is_empty() {
+                        return Ok(WriteOutcome::MissingRelations(missing));
+                    }
+                    let tx = conn.savepoint()?;
+                    store_records::update(&tx, &c2, &id, &row)?;
+                    let Some(saved) = store_records::get(&tx, &c2, &id, None)? else {
+                        return Ok(WriteOutcome::RuleFailed);
+                    };
+                    if let (Some(hooks), Some(facts)) = (in_tx, facts) {
+                        let rec = PluginRecord::from_stored(&c2, &saved);
+                        match run_in_transaction(&hooks, facts, Action::Update, &rec, &tx) {
+                            HookOutcome::Proceed(_) => {}
+                            HookOutcome::Rejected(r) => return Ok(WriteOutcome::Rejected(r)),
+                            HookOutcome::Failed(e) => return Ok(WriteOutcome::HookFailed(e)),
+                        }
+                    }
+                    tx.commit()?;
+                    Ok(WriteOutcome::Done(saved))
+                },
+                notify,
+            )
+            .await
+            .map_err(|e| match e {
+                StoreError::NotUnique(cols) => unique_error(MSG_UPDATE_FAILED, cols),
+                other => other.into(),
+            })?;
+        match outcome {
+            WriteOutcome::Done(r) => Ok(r),
+            WriteOutcome::RuleFailed | WriteOutcome::Deleted(_) => Err(ApiError::not_found()),
+            WriteOutcome::MissingRelations(names) => Err(validation_error(
+                MSG_UPDATE_FAILED,
+                missing_relation_errors(names),
+            )),
+            WriteOutcome::Rejected(r) => Err(rejection_error(r)),
+            WriteOutcome::HookFailed(e) => Err(hook_failed(MSG_UPDATE_FAILED, &e)),
+        }
+    }
+
+    /// Delete a record, with plugin hooks.
+    pub(crate) async fn delete(&self, c: &Arc<Collection>, id: String) -> ApiResult<()> {
+        let state = self.state;
+        if c.is_view() {
+            return Err(ApiError::new(StatusCode::BAD_REQUEST, "Unsupported collection type."));
+        }
+        let req = RequestCtx::new(self.who, self.method, self.headers, self.q, None)
+            .as_system(self.system);
+        let rule = rule_condition(&state.store.schema(), c, &c.rules.delete, &req)?;
+        let schema = state.store.schema();
+        let reg = state.plugins.registry();
+        let slots = reg.hooks(&c.id);
+        // With hooks, the record is read first: before-delete sees it (and may refuse).
+        let mut pre = None;
+        if let Some(s) = slots {
+            let c2 = Arc::clone(c);
+            let id2 = id.clone();
+            let r2 = rule.clone();
+            let current = state
+                .store
+                .read(move |conn| store_records::get(conn, &c2, &id2, r2.as_ref()))
+                .await?
+                .ok_or_else(ApiError::not_found)?;
+            let rec = PluginRecord::from_stored(c, &current);
+            let facts = self.facts();
+            for h in &s.before_delete {
+                match h.before_delete(Arc::clone(&facts), &rec).await {
+                    HookOutcome::Proceed(_) => {}
+                    HookOutcome::Rejected(r) => return Err(rejection_error(r)),
+                    HookOutcome::Failed(e) => return Err(hook_failed(MSG_DELETE_FAILED, &e)),
+                }
+            }
+            pre = Some(rec);
+        }
+        let c2 = Arc::clone(c);
+        let in_tx = slots.map(|s| s.in_transaction.clone()).filter(|v| !v.is_empty());
+        let facts = in_tx.as_ref().map(|_| self.facts());
+        let notify = self.commit_notice(slots, c, Action::Delete, None);
+        let outcome = state
+            .store
+            .write_then(
+                move |conn| {
+                    let tx = conn.savepoint()?;
+                    let Some(current) = store_records::get(&tx, &c2, &id, rule.as_ref())? else {
+                        return Ok(WriteOutcome::RuleFailed);
+                    };
+                    store_records::delete(&tx, &schema, &c2, &id, 0)?;
+                    let rec = pre.unwrap_or_else(|| PluginRecord::from_stored(&c2, &current));
+                    if let (Some(hooks), Some(facts)) = (in_tx, facts) {
+                        match run_in_transaction(&hooks, facts, Action::Delete, &rec, &tx) {
+                            HookOutcome::Proceed(_) => {}
+                            HookOutcome::Rejected(r) => return Ok(WriteOutcome::Rejected(r)),
+                            HookOutcome::Failed(e) => return Ok(WriteOutcome::HookFailed(e)),
+                        }
+                    }
+                    tx.commit()?;
+                    Ok(WriteOutcome::Deleted(rec))
+                },
+                notify,
+            )
+            .await
+            .map_err(|e| match e {
+                StoreError::RequiredRelation => ApiError::new(StatusCode::BAD_REQUEST, MSG_DELETE_FAILED),
+                other => other.into(),
+            })?;
+        match outcome {
+            WriteOutcome::Deleted(_) | WriteOutcome::Done(_) => Ok(()),
+            WriteOutcome::RuleFailed | WriteOutcome::MissingRelations(_) => Err(ApiError::not_found()),
+            WriteOutcome::Rejected(r) => Err(rejection_error(r)),
+            WriteOutcome::HookFailed(e) => Err(hook_failed(MSG_DELETE_FAILED, &e)),
+        }
     }
 }
 
@@ -790,6 +1211,7 @@ pub(crate) async fn update(
     State(state): State<Shared>,
     Path((key, id)): Path<(String, String)>,
     method: Method,
+    uri: axum::http::Uri,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
     body: Body,
@@ -797,7 +1219,7 @@ pub(crate) async fn update(
     let WriteRequest {
         c,
         who,
-        superuser,
+        superuser: _,
         q,
         fields,
         data,
@@ -805,113 +1227,17 @@ pub(crate) async fn update(
         &c.rules.update
     })
     .await?;
-    let req = RequestCtx::new(who.as_ref(), &method, &headers, &q, Some(&data));
-    let rule = rule_condition(&state.store.schema(), &c, &c.rules.update, &req)?;
-
-    let c2 = Arc::clone(&c);
-    let id2 = id.clone();
-    let existing = state
-        .store
-        .read(move |conn| store_records::get(conn, &c2, &id2, rule.as_ref()))
-        .await?
-        .ok_or_else(ApiError::not_found)?;
-
-    let mut draft = Draft {
-        values: c
-            .fields
-            .iter()
-            .zip(existing.iter())
-            .map(|(f, s)| match (f.kind, s) {
-                // Keep the stored hash as is; from_stored would blank it.
-                (FieldType::Password, Stored::Text(t)) => json!(t),
-                _ => from_stored(f, s.clone()),
-            })
-            .collect(),
-        passwords: Vec::new(),
+    let w = Writer {
+        state: &state,
+        who: who.as_ref(),
+        system: false,
+        method: &method,
+        path: uri.path(),
+        headers: &headers,
+        q: &q,
+        depth: 0,
     };
-    let before = draft.values.clone();
-    apply_body(&c, &mut draft, &data, superuser);
-    let mut errors = Map::new();
-    if let Some(new_id) = data.get("id").and_then(Value::as_str)
-        && new_id != id
-    {
-        errors.insert(
-            "id".into(),
-            verr(
-                "validation_pk_change",
-                "The record primary key cannot be changed.",
-            ),
-        );
-    }
-    let mut changed: Vec<usize> = (0..c.fields.len())
-        .filter(|&i| draft.values[i] != before[i])
-        .collect();
-    let now = ids::now();
-    for (i, f) in c.fields.iter().enumerate() {
-        if f.kind == FieldType::Autodate && f.opt_bool("onUpdate") {
-            draft.values[i] = json!(now);
-            changed.push(i);
-        }
-    }
-
-    if c.is_auth() {
-        auth_update_checks(
-            &c,
-            who.as_ref(),
-            &data,
-            &mut draft,
-            &before,
-            &mut changed,
-            &mut errors,
-        )
-        .await?;
-    }
-    if !errors.is_empty() {
-        return Err(validation_error(MSG_UPDATE_FAILED, errors));
-    }
-    // Only changed fields are validated and written: an untouched legacy value stays as it was.
-    let skip: Vec<usize> = (0..c.fields.len())
-        .filter(|i| !changed.contains(i))
-        .collect();
-    let checks = validate(&state, &c, &draft, &skip)
-        .await
-        .map_err(|e| validation_error(MSG_UPDATE_FAILED, e))?;
-    hash_passwords(&c, &mut draft).await?;
-    changed.sort_unstable();
-    changed.dedup();
-    let row = to_row(&c, &draft, Some(&changed));
-    let c2 = Arc::clone(&c);
-    let outcome = state
-        .store
-        .write(move |conn| {
-            let missing = missing_relations(conn, &checks)?;
-            if !missing.is_empty() {
-                return Ok(WriteOutcome::MissingRelations(missing));
-            }
-            let tx = conn.savepoint()?;
-            store_records::update(&tx, &c2, &id, &row)?;
-            let saved = store_records::get(&tx, &c2, &id, None)?;
-            tx.commit()?;
-            Ok(match saved {
-                Some(r) => WriteOutcome::Done(r),
-                None => WriteOutcome::RuleFailed,
-            })
-        })
-        .await
-        .map_err(|e| match e {
-            StoreError::NotUnique(cols) => unique_error(MSG_UPDATE_FAILED, cols),
-            other => other.into(),
-        })?;
-    let saved = match outcome {
-        WriteOutcome::Done(r) => r,
-        WriteOutcome::RuleFailed => return Err(ApiError::not_found()),
-        WriteOutcome::MissingRelations(names) => {
-            return Err(validation_error(
-                MSG_UPDATE_FAILED,
-                missing_relation_errors(names),
-            ));
-        }
-    };
+    let saved = w.update(&c, id, &data).await?;
     respond_written(
         &state,
         &c,
@@ -997,16 +1323,17 @@ async fn respond_written(
 
 /// Auth records: password changes need `oldPassword` (except for superusers) and rotate the
 /// tokenKey; only superusers change `email` and `verified` directly.
+#[allow(clippy::too_many_arguments)]
 async fn auth_update_checks(
     c: &Collection,
-    who: Option<&Caller>,
+    _who: Option<&Caller>,
+    superuser: bool,
     data: &Map<String, Value>,
     draft: &mut Draft,
     before: &[Value],
     changed: &mut Vec<usize>,
     errors: &mut Map<String, Value>,
 ) -> ApiResult<()> {
-    let superuser = who.is_some_and(Caller::is_superuser);
     if !superuser {
         for name in ["email", "verified"] {
             if let Some(i) = idx(c, name)
@@ -1080,43 +1407,23 @@ pub(crate) async fn delete(
     State(state): State<Shared>,
     Path((key, id)): Path<(String, String)>,
     method: Method,
+    uri: axum::http::Uri,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> ApiResult<Response> {
     let c = collection_or_404(&state, &key, MSG_MISSING_COLLECTION)?;
-    if c.is_view() {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "Unsupported collection type.",
-        ));
-    }
     let who = caller(&state, &headers).await;
     let q = query_map(raw.as_deref());
-    let req = RequestCtx::new(who.as_ref(), &method, &headers, &q, None);
-    let rule = rule_condition(&state.store.schema(), &c, &c.rules.delete, &req)?;
-    let schema = state.store.schema();
-    let c2 = Arc::clone(&c);
-    let found = state
-        .store
-        .write(move |conn| {
-            let tx = conn.savepoint()?;
-            if store_records::get(&tx, &c2, &id, rule.as_ref())?.is_none() {
-                return Ok(false);
-            }
-            store_records::delete(&tx, &schema, &c2, &id, 0)?;
-            tx.commit()?;
-            Ok(true)
-        })
-        .await
-        .map_err(|e| match e {
-            StoreError::RequiredRelation => ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "Failed to delete record. Make sure that the record is not part of a required relation reference.",
-            ),
-            other => other.into(),
-        })?;
-    if !found {
-        return Err(ApiError::not_found());
-    }
+    let w = Writer {
+        state: &state,
+        who: who.as_ref(),
+        system: false,
+        method: &method,
+        path: uri.path(),
+        headers: &headers,
+        q: &q,
+        depth: 0,
+    };
+    w.delete(&c, id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

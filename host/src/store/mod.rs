@@ -5,6 +5,8 @@
 mod bootstrap;
 pub(crate) mod changes;
 pub(crate) mod ddl;
+pub(crate) mod kv;
+pub(crate) mod raw;
 pub(crate) mod records;
 pub(crate) mod superusers;
 
@@ -40,6 +42,9 @@ pub(crate) enum StoreError {
     RequiredRelation,
     #[error("invalid: {0}")]
     Invalid(String),
+    /// Plugin SQL that its policy refuses.
+    #[error("denied: {0}")]
+    Denied(String),
 }
 
 impl StoreError {
@@ -168,6 +173,8 @@ pub(crate) struct Store {
     reader_permits: Semaphore,
     schema: ArcSwap<Schema>,
     changes: Arc<Changes>,
+    /// The plugins' key/value store (`plugin_kv.db`); None when it could not be opened.
+    kv: Option<kv::Kv>,
 }
 
 /// Apply the PRAGMAs every connection gets. Kept in one place so no connection is opened without them.
@@ -332,12 +339,24 @@ impl Store {
             reader_permits: Semaphore::new(n),
             schema: ArcSwap::from_pointee(schema),
             changes,
+            kv: match kv::Kv::open(dir) {
+                Ok(k) => Some(k),
+                Err(e) => {
+                    tracing::warn!(error = %e, "plugin key/value store unavailable");
+                    None
+                }
+            },
         })
     }
 
     /// The change feed: stamps and per-table versions for caches.
     pub(crate) fn changes(&self) -> &Changes {
         &self.changes
+    }
+
+    /// The plugins' key/value store.
+    pub(crate) fn kv(&self) -> Option<&kv::Kv> {
+        self.kv.as_ref()
     }
 
     /// The current schema snapshot. Load once per request.
@@ -362,6 +381,21 @@ impl Store {
         F: FnOnce(&mut Connection) -> Result<R> + Send + 'static,
         R: Send + 'static,
     {
+        self.write_then(f, None).await
+    }
+
+    /// `write`, plus `on_commit`: run on the writer right after the COMMIT that made `f`'s
+    /// result durable (never for a failed or rolled-back write), before anyone hears back.
+    /// Jobs commit in queue order, so these run in commit order.
+    pub(crate) async fn write_then<R, F>(
+        &self,
+        f: F,
+        on_commit: Option<Box<dyn FnOnce(&R) + Send>>,
+    ) -> Result<R>
+    where
+        F: FnOnce(&mut Connection) -> Result<R> + Send + 'static,
+        R: Send + 'static,
+    {
         let (tx, rx) = oneshot::channel();
         self.send(Job::Batched(Box::new(move |conn| {
             let out = f(conn);
@@ -372,6 +406,9 @@ impl Store {
                     )),
                     other => other,
                 };
+                if let (Ok(r), Some(hook)) = (&out, on_commit) {
+                    hook(r);
+                }
                 let _ = tx.send(out);
             })
         })))?;

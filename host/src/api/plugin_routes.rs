@@ -1,0 +1,123 @@
+//! Plugin routes (the fallback below every native route), `/api/crons` and `/api/plugins`.
+
+use super::error::{ApiError, ApiResult};
+use super::{Shared, caller, not_routed, ok_json, require_superuser};
+use crate::plugins::{CallFacts, Principal, RouteRequest};
+use axum::body::Body;
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// PocketBase's answer when a handler fails without an API error of its own.
+const MSG_ROUTE_FAILED: &str = "Something went wrong while processing your request.";
+
+/// Anything no native route matched: a plugin route, else PocketBase's not-found.
+pub(crate) async fn dispatch(State(state): State<Shared>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let reg = state.plugins.registry();
+    let Some((route, params)) = reg.route(parts.method.as_str(), parts.uri.path()) else {
+        return not_routed(&parts.method).into_response();
+    };
+    let who = caller(&state, &parts.headers).await;
+    // Checked here, before any wasm runs.
+    if route.require_auth && who.is_none() {
+        return ApiError::requires_auth().into_response();
+    }
+    let limit = state.cfg.http.body_bytes_max;
+    let bytes = match http_body_util::Limited::new(body, limit).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return ApiError::too_large().into_response(),
+    };
+    let headers: Vec<(String, String)> = parts
+        .headers
+        .iter()
+        .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+        .collect();
+    let facts = CallFacts {
+        principal: who.as_ref().map(|w| Principal {
+            collection: w.collection.name.clone(),
+            id: w.id(),
+            is_superuser: w.is_superuser(),
+        }),
+        system: false,
+        method: Some(parts.method.as_str().to_owned()),
+        path: Some(parts.uri.path().to_owned()),
+        headers: headers.clone(),
+        remote_ip: parts
+            .extensions
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map(|c| c.0.ip().to_string()),
+        caller: who.map(|w| Arc::new(w) as Arc<dyn std::any::Any + Send + Sync>),
+        depth: 0,
+    };
+    let req = RouteRequest {
+        method: parts.method.as_str().to_owned(),
+        path: parts.uri.path().to_owned(),
+        route: route.pattern.clone(),
+        params,
+        query: parts.uri.query().unwrap_or("").to_owned(),
+        headers,
+        body: bytes.to_vec(),
+    };
+    match route.plugin.route(Arc::new(facts), req).await {
+        Ok(r) => {
+            let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let mut res = (status, Body::from(r.body)).into_response();
+            let h = res.headers_mut();
+            for (k, v) in r.headers {
+                if let (Ok(k), Ok(v)) = (HeaderName::try_from(k.as_str()), HeaderValue::try_from(v.as_str())) {
+                    h.append(k, v);
+                }
+            }
+            res
+        }
+        Err(e) => {
+            tracing::warn!(plugin = %route.plugin.name(), route = %route.pattern, error = %e, "plugin route failed");
+            ApiError::new(StatusCode::BAD_REQUEST, MSG_ROUTE_FAILED).into_response()
+        }
+    }
+}
+
+/// `GET /api/crons`: the jobs plugins registered.
+pub(crate) async fn crons_list(State(state): State<Shared>, request: Request) -> ApiResult<Response> {
+    let who = caller(&state, request.headers()).await;
+    require_superuser(&who)?;
+    let reg = state.plugins.registry();
+    let list: Vec<Value> = reg
+        .jobs
+        .iter()
+        .map(|j| json!({"id": j.id, "expression": j.expression}))
+        .collect();
+    Ok(ok_json(&Value::Array(list)))
+}
+
+/// `POST /api/crons/{id}`: run a job now (in the background, as PocketBase does).
+pub(crate) async fn crons_run(
+    State(state): State<Shared>,
+    Path(id): Path<String>,
+    request: Request,
+) -> ApiResult<Response> {
+    let who = caller(&state, request.headers()).await;
+    require_superuser(&who)?;
+    let reg = state.plugins.registry();
+    let Some(job) = reg.jobs.iter().find(|j| j.id == id).cloned() else {
+        return Err(ApiError::new(StatusCode::NOT_FOUND, "Missing or invalid cron job."));
+    };
+    let at = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
+    tokio::spawn(async move {
+        if let Err(e) = job.plugin.job(&job.id, at).await {
+            tracing::warn!(job = %job.id, plugin = %job.plugin.name(), error = %e, "cron job failed");
+        }
+    });
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `GET /api/plugins`: what is loaded, what was refused, and the reload history.
+pub(crate) async fn report(State(state): State<Shared>, request: Request) -> ApiResult<Response> {
+    let who = caller(&state, request.headers()).await;
+    require_superuser(&who)?;
+    Ok(ok_json(&state.plugins.report()))
+}

@@ -1,0 +1,9 @@
+//! The host side of `plugin-sdk/wit` (package `ferrobase:plugin@0.1.0`), generated at build time.
+
+wasmtime::component::bindgen!({
+    path: "../plugin-sdk/wit",
+    world: "plugin",
+    imports: { default: async | trappable },
+    exports: { default: async },
+    with: { "ferrobase:plugin/context.call-context": super::host::CallCtx },
+});
