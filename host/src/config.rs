@@ -30,6 +30,9 @@ pub(crate) struct PluginsConfig {
     pub epoch_tick_ms: u64,
     /// Plugin calls running at once, over all plugins; more wait their turn.
     pub max_concurrent_calls: usize,
+    /// Where compiled plugins are cached by content hash; empty = `.plugin-cache` in the data
+    /// directory.
+    pub cache_dir: PathBuf,
     /// Grants of a plugin with no `[plugins.<name>]` table of its own.
     pub default_grants: Vec<String>,
     /// Defaults for every plugin; each `[plugins.<name>]` may override them.
@@ -49,6 +52,7 @@ impl Default for PluginsConfig {
     fn default() -> Self {
         Self {
             dir: PathBuf::new(),
+            cache_dir: PathBuf::new(),
             hot_reload: true,
             epoch_tick_ms: 1,
             max_concurrent_calls: 64,

@@ -359,3 +359,251 @@ impl CountFixture {
             .unwrap_or(-1)
     }
 }
+
+// ---- plugins: the cost of a hook call and of loading a component, for `benches/plugins.rs` ----
+
+/// A store with the collections the example plugins hook (`posts`: title, slug, note, status;
+/// `audit_log`: action, record) and a tokio runtime to drive the plugin system, for the plugin
+/// bench. Everything lives under the `work` directory the caller gives (and removes).
+pub struct PluginFixture {
+    rt: tokio::runtime::Runtime,
+    store: Arc<crate::store::Store>,
+    work: std::path::PathBuf,
+    posts_id: String,
+    /// Kept alive while hooks are timed (its runtime owns the engine).
+    plugins: Option<Arc<crate::plugins::Plugins>>,
+    hook: Option<Arc<crate::plugins::Loaded>>,
+}
+
+/// One load of one plugin file through the server's start path (`Plugins::start` on a folder
+/// holding only that file).
+#[derive(Debug, Clone)]
+pub struct PluginLoad {
+    /// The plugin's manifest name.
+    pub name: String,
+    /// Wall time of `Plugins::start`: engine and linker, compile or cache read, instantiate,
+    /// `describe`, one warm instance.
+    pub total: std::time::Duration,
+    /// The runtime's own `compile_ms` (compile, or deserialize from the cache).
+    pub compile_ms: u128,
+    pub from_cache: bool,
+}
+
+impl PluginFixture {
+    /// Open the store under `work/pb_data` and create the collections.
+    pub fn new(work: &std::path::Path) -> Result<PluginFixture, String> {
+        use crate::store::{Store, StoreConfig};
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        let cfg = StoreConfig {
+            cache_size_kib: 16000,
+            journal_size_limit: 200_000_000,
+            busy_timeout_ms: 10_000,
+            n_readers: 2,
+        };
+        let store =
+            Arc::new(Store::open(&work.join("pb_data"), &cfg).map_err(|e| format!("store: {e}"))?);
+        let defs = [
+            json!({"name": "posts", "listRule": "", "viewRule": "", "createRule": "",
+                "updateRule": "", "deleteRule": "",
+                "fields": [{"name": "title", "type": "text"}, {"name": "slug", "type": "text"},
+                    {"name": "note", "type": "text"}, {"name": "status", "type": "text"}]}),
+            json!({"name": "audit_log",
+                "fields": [{"name": "action", "type": "text"}, {"name": "record", "type": "text"}]}),
+        ];
+        for def in defs {
+            let c = build(&def, None, &store.schema()).map_err(|e| format!("{def}: {e:?}"))?;
+            rt.block_on(store.write_schema(move |tx| ddl::create_collection(tx, &c)))
+                .map_err(|e| format!("creating a collection: {e}"))?;
+        }
+        let posts_id = store
+            .schema()
+            .by_id_or_name("posts")
+            .map(|c| c.id.clone())
+            .ok_or("posts was not created")?;
+        Ok(PluginFixture {
+            rt,
+            store,
+            work: work.to_owned(),
+            posts_id,
+            plugins: None,
+            hook: None,
+        })
+    }
+
+    /// The plugins config the bench runs with: the defaults, plus the grants `audit` and
+    /// `cleanup` ask for (as their docs say to put in pb.toml).
+    fn plugins_config() -> crate::config::PluginsConfig {
+        use crate::config::{PluginEntry, PluginsConfig};
+        let mut cfg = PluginsConfig {
+            hot_reload: false,
+            ..PluginsConfig::default()
+        };
+        for (name, grants) in [
+            ("audit", &["db:write", "kv"][..]),
+            ("cleanup", &["db:read", "db:write", "kv"][..]),
+        ] {
+            cfg.each.insert(
+                name.into(),
+                PluginEntry {
+                    grants: Some(grants.iter().map(|g| (*g).to_owned()).collect()),
+                    ..PluginEntry::default()
+                },
+            );
+        }
+        cfg
+    }
+
+    /// Start a plugin system on a folder holding only `wasm` (copied in), with its compile
+    /// cache in `cache_parent/.plugin-cache`. `None` for `wasm` starts on an empty folder (what
+    /// the engine and linker alone cost).
+    fn start(
+        &self,
+        wasm: Option<&std::path::Path>,
+        cache_parent: &std::path::Path,
+    ) -> Result<(Arc<crate::plugins::Plugins>, std::time::Duration), String> {
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = self.work.join(format!("plugins-{n}"));
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        if let Some(w) = wasm {
+            let name = w.file_name().ok_or("no file name")?;
+            std::fs::copy(w, dir.join(name)).map_err(|e| format!("{}: {e}", w.display()))?;
+        }
+        let store = Arc::clone(&self.store);
+        let started = std::time::Instant::now();
+        let plugins = self.rt.block_on(crate::plugins::Plugins::start(
+            Self::plugins_config(),
+            dir,
+            None,
+            cache_parent.to_owned(),
+            store,
+        ))?;
+        Ok((plugins, started.elapsed()))
+    }
+
+    /// The engine and linker alone: `Plugins::start` on an empty folder.
+    pub fn start_empty(&self) -> Result<std::time::Duration, String> {
+        let cache = self
+            .work
+            .join(format!("cache-empty-{}", std::process::id()));
+        self.start(None, &cache).map(|(_, d)| d)
+    }
+
+    /// Load `wasm` with its compile cache under `cache_parent` (a fresh folder: compiled from
+    /// scratch; the folder of an earlier load of the same bytes: read from the cache).
+    pub fn load(
+        &self,
+        wasm: &std::path::Path,
+        cache_parent: &std::path::Path,
+    ) -> Result<PluginLoad, String> {
+        let (plugins, total) = self.start(Some(wasm), cache_parent)?;
+        let reg = plugins.registry();
+        let Some(p) = reg.plugins.first() else {
+            return Err(format!(
+                "{} did not load: {}",
+                wasm.display(),
+                plugins.report()["errors"]
+            ));
+        };
+        Ok(PluginLoad {
+            name: p.name().to_owned(),
+            total,
+            compile_ms: p.compile_ms,
+            from_cache: p.from_cache,
+        })
+    }
+
+    /// Load `wasm` (a plugin with a before-create hook on `posts`, such as slugger) and keep
+    /// its hook for [`PluginFixture::time_before_create`].
+    pub fn load_hook(&mut self, wasm: &std::path::Path) -> Result<(), String> {
+        let cache = self.work.join("cache-hook");
+        let (plugins, _) = self.start(Some(wasm), &cache)?;
+        let hook = plugins
+            .registry()
+            .hooks(&self.posts_id)
+            .and_then(|s| s.before_create.first().cloned())
+            .ok_or_else(|| {
+                format!(
+                    "{} has no before-create hook on posts: {}",
+                    wasm.display(),
+                    plugins.report()
+                )
+            })?;
+        self.hook = Some(hook);
+        self.plugins = Some(plugins);
+        Ok(())
+    }
+
+    /// A pending post as the create path hands it to before-create hooks: every field of
+    /// `posts`, the slug empty.
+    fn pending_post(&self, i: usize) -> crate::plugins::PluginRecord {
+        use crate::plugins::{FieldValue, PluginRecord};
+        let now = "2026-11-30 12:00:00.000Z".to_owned();
+        PluginRecord {
+            collection: "posts".into(),
+            id: format!("{i:015}"),
+            fields: vec![
+                ("id".into(), FieldValue::Text(format!("{i:015}"))),
+                ("title".into(), FieldValue::Text("Hello, World!".into())),
+                ("slug".into(), FieldValue::Text(String::new())),
+                (
+                    "note".into(),
+                    FieldValue::Text("a short note about this post".into()),
+                ),
+                ("status".into(), FieldValue::Text("published".into())),
+                ("created".into(), FieldValue::Text(now.clone())),
+                ("updated".into(), FieldValue::Text(now)),
+            ],
+        }
+    }
+
+    /// What the hook answers for one pending post, as text (for a check before timing).
+    pub fn before_create_outcome(&self) -> Result<String, String> {
+        let hook = self.hook.as_ref().ok_or("call load_hook first")?;
+        let pending = self.pending_post(0);
+        let out = self.rt.block_on(hook.before_write(
+            Arc::new(crate::plugins::CallFacts::default()),
+            None,
+            &pending,
+        ));
+        Ok(format!("{out:?}"))
+    }
+
+    /// Run `warmup` calls, then time `n` calls of the before-create hook one by one (the same
+    /// `Loaded::before_write` the create path awaits, on the warm instance pool). Nanoseconds,
+    /// in call order. Fails on the first call that does not proceed.
+    pub fn time_before_create(&self, warmup: usize, n: usize) -> Result<Vec<u64>, String> {
+        use crate::plugins::{CallFacts, HookOutcome};
+        let hook = Arc::clone(self.hook.as_ref().ok_or("call load_hook first")?);
+        let pending = self.pending_post(1);
+        self.rt.block_on(async move {
+            let mut out = Vec::with_capacity(n);
+            for i in 0..warmup + n {
+                let facts = Arc::new(CallFacts::default());
+                let t = std::time::Instant::now();
+                let r = hook.before_write(facts, None, &pending).await;
+                let dt = t.elapsed();
+                match r {
+                    HookOutcome::Proceed(changes) if !changes.is_empty() => {}
+                    other => return Err(format!("call {i}: {other:?}")),
+                }
+                if i >= warmup {
+                    out.push(u64::try_from(dt.as_nanos()).unwrap_or(u64::MAX));
+                }
+            }
+            Ok(out)
+        })
+    }
+}
+
+impl Drop for PluginFixture {
+    fn drop(&mut self) {
+        self.hook = None;
+        self.plugins = None;
+        self.store.close();
+    }
+}

@@ -240,6 +240,7 @@ async fn save(
         })
         .await
         .map_err(|e| store_error(e, message))?;
+    state.plugins.schema_changed();
     Ok(ok_json(&saved.to_api_json()))
 }
 
@@ -266,6 +267,7 @@ pub(crate) async fn delete(
         .store
         .write_schema(move |tx| ddl::delete_collection(tx, &c))
         .await?;
+    state.plugins.schema_changed();
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -299,6 +301,7 @@ pub(crate) async fn truncate(
             ),
             other => other.into(),
         })?;
+    state.plugins.schema_changed();
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

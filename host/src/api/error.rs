@@ -85,9 +85,7 @@ impl From<StoreError> for ApiError {
             StoreError::Invalid(_)
             | StoreError::Denied(_)
             | StoreError::NotUnique(_)
-            | StoreError::RequiredRelation => {
-                Self::bad_request()
-            }
+            | StoreError::RequiredRelation => Self::bad_request(),
             _ => Self::internal(),
         }
     }

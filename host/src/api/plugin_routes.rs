@@ -64,11 +64,15 @@ pub(crate) async fn dispatch(State(state): State<Shared>, request: Request) -> R
     };
     match route.plugin.route(Arc::new(facts), req).await {
         Ok(r) => {
-            let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let status =
+                StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             let mut res = (status, Body::from(r.body)).into_response();
             let h = res.headers_mut();
             for (k, v) in r.headers {
-                if let (Ok(k), Ok(v)) = (HeaderName::try_from(k.as_str()), HeaderValue::try_from(v.as_str())) {
+                if let (Ok(k), Ok(v)) = (
+                    HeaderName::try_from(k.as_str()),
+                    HeaderValue::try_from(v.as_str()),
+                ) {
                     h.append(k, v);
                 }
             }
@@ -82,7 +86,10 @@ pub(crate) async fn dispatch(State(state): State<Shared>, request: Request) -> R
 }
 
 /// `GET /api/crons`: the jobs plugins registered.
-pub(crate) async fn crons_list(State(state): State<Shared>, request: Request) -> ApiResult<Response> {
+pub(crate) async fn crons_list(
+    State(state): State<Shared>,
+    request: Request,
+) -> ApiResult<Response> {
     let who = caller(&state, request.headers()).await;
     require_superuser(&who)?;
     let reg = state.plugins.registry();
@@ -104,7 +111,10 @@ pub(crate) async fn crons_run(
     require_superuser(&who)?;
     let reg = state.plugins.registry();
     let Some(job) = reg.jobs.iter().find(|j| j.id == id).cloned() else {
-        return Err(ApiError::new(StatusCode::NOT_FOUND, "Missing or invalid cron job."));
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "Missing or invalid cron job.",
+        ));
     };
     let at = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
     tokio::spawn(async move {

@@ -53,7 +53,10 @@ fn failure(e: ApiError) -> DbFailure {
 
 /// `{:name}` placeholders as filter literals (strings quoted and escaped), so a value can never
 /// change the filter's shape; the compiler then binds every literal as a SQL parameter.
-pub(crate) fn bind_placeholders(filter: &str, params: &Map<String, Value>) -> Result<String, String> {
+pub(crate) fn bind_placeholders(
+    filter: &str,
+    params: &Map<String, Value>,
+) -> Result<String, String> {
     let mut out = String::with_capacity(filter.len());
     let mut rest = filter;
     while let Some(i) = rest.find("{:") {
@@ -120,19 +123,30 @@ impl Services for ApiServices {
             let text = bind_placeholders(&filter, &params).map_err(DbFailure::Invalid)?;
             let sel = {
                 let (method, headers, q) = (Method::GET, HeaderMap::new(), Map::new());
-                let req = RequestCtx::new(who.as_ref(), &method, &headers, &q, None).as_system(facts.system);
+                let req = RequestCtx::new(who.as_ref(), &method, &headers, &q, None)
+                    .as_system(facts.system);
                 let mut query = Query::new(&schema, &c, req.info());
                 if !req.is_superuser() {
                     match &c.rules.list {
-                        None => return Err(DbFailure::Denied("only superusers may list this collection".into())),
-                        Some(r) => query.rule(r).map_err(|e| DbFailure::Invalid(e.to_string()))?,
+                        None => {
+                            return Err(DbFailure::Denied(
+                                "only superusers may list this collection".into(),
+                            ));
+                        }
+                        Some(r) => query
+                            .rule(r)
+                            .map_err(|e| DbFailure::Invalid(e.to_string()))?,
                     }
                 }
                 if !text.trim().is_empty() {
-                    query.filter(&text).map_err(|e| DbFailure::Invalid(e.to_string()))?;
+                    query
+                        .filter(&text)
+                        .map_err(|e| DbFailure::Invalid(e.to_string()))?;
                 }
                 if !sort.trim().is_empty() {
-                    query.sort(&sort).map_err(|e| DbFailure::Invalid(e.to_string()))?;
+                    query
+                        .sort(&sort)
+                        .map_err(|e| DbFailure::Invalid(e.to_string()))?;
                 }
                 query.finish()
             };
@@ -143,7 +157,10 @@ impl Services for ApiServices {
                 .read(move |conn| store_records::list(conn, &c2, &sel, limit, 0))
                 .await
                 .map_err(|e| DbFailure::Other(e.to_string()))?;
-            Ok(rows.iter().map(|r| PluginRecord::from_stored(&c, r)).collect())
+            Ok(rows
+                .iter()
+                .map(|r| PluginRecord::from_stored(&c, r))
+                .collect())
         })
     }
 
@@ -165,12 +182,17 @@ impl Services for ApiServices {
             let who = who(&facts);
             let rule = {
                 let (method, headers, q) = (Method::GET, HeaderMap::new(), Map::new());
-                let req = RequestCtx::new(who.as_ref(), &method, &headers, &q, None).as_system(facts.system);
+                let req = RequestCtx::new(who.as_ref(), &method, &headers, &q, None)
+                    .as_system(facts.system);
                 if req.is_superuser() {
                     None
                 } else {
                     match &c.rules.view {
-                        None => return Err(DbFailure::Denied("only superusers may view this collection".into())),
+                        None => {
+                            return Err(DbFailure::Denied(
+                                "only superusers may view this collection".into(),
+                            ));
+                        }
                         Some(r) if r.trim().is_empty() => None,
                         Some(r) => Some(
                             crate::query::compile_rule(&schema, &c, r, req.info())

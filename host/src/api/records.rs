@@ -608,7 +608,6 @@ pub(crate) enum WriteOutcome {
 struct WriteRequest {
     c: Arc<Collection>,
     who: Option<Caller>,
-    superuser: bool,
     q: Map<String, Value>,
     fields: Option<FieldsFilter>,
     data: Map<String, Value>,
@@ -643,7 +642,6 @@ async fn write_request(
     Ok(WriteRequest {
         c,
         who,
-        superuser,
         q,
         fields,
         data: parsed.data,
@@ -662,7 +660,6 @@ pub(crate) async fn create(
     let WriteRequest {
         c,
         who,
-        superuser: _,
         q,
         fields,
         data,
@@ -728,7 +725,11 @@ fn hook_failed(message: &str, why: &str) -> ApiError {
 
 /// Apply a before-hook's patch to the draft (coerced like body input). The id, autodates and
 /// auth secrets stay the server's.
-fn apply_patch(c: &Collection, draft: &mut Draft, patch: Vec<(String, Option<FieldValue>)>) -> Result<(), String> {
+fn apply_patch(
+    c: &Collection,
+    draft: &mut Draft,
+    patch: Vec<(String, Option<FieldValue>)>,
+) -> Result<(), String> {
     for (name, v) in patch {
         let Some(i) = idx(c, &name) else { continue };
         let f = &c.fields[i];
@@ -767,7 +768,9 @@ impl Writer<'_> {
                 .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
                 .collect(),
             remote_ip: None,
-            caller: self.who.map(|w| Arc::new(w.clone()) as Arc<dyn std::any::Any + Send + Sync>),
+            caller: self
+                .who
+                .map(|w| Arc::new(w.clone()) as Arc<dyn std::any::Any + Send + Sync>),
             depth: self.depth,
         })
     }
@@ -804,10 +807,17 @@ impl Writer<'_> {
     }
 
     /// Create a record from body-shaped `data`: PocketBase's create, with plugin hooks.
-    pub(crate) async fn create(&self, c: &Arc<Collection>, data: &Map<String, Value>) -> ApiResult<StoreRecord> {
+    pub(crate) async fn create(
+        &self,
+        c: &Arc<Collection>,
+        data: &Map<String, Value>,
+    ) -> ApiResult<StoreRecord> {
         let state = self.state;
         if c.is_view() {
-            return Err(ApiError::new(StatusCode::BAD_REQUEST, "Unsupported collection type."));
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "Unsupported collection type.",
+            ));
         }
         let superuser = self.superuser();
         let mut draft = Draft {
@@ -891,7 +901,8 @@ impl Writer<'_> {
         if let Some(s) = slots
             && !s.before_create.is_empty()
         {
-            self.before(&s.before_create, c, None, &mut draft, MSG_CREATE_FAILED).await?;
+            self.before(&s.before_create, c, None, &mut draft, MSG_CREATE_FAILED)
+                .await?;
         }
         let checks = validate(state, c, &draft, &skip)
             .await
@@ -904,7 +915,9 @@ impl Writer<'_> {
         let row = to_row(c, &draft, None);
         let id = draft.values[id_idx].as_str().unwrap_or("").to_owned();
         let c2 = Arc::clone(c);
-        let in_tx = slots.map(|s| s.in_transaction.clone()).filter(|v| !v.is_empty());
+        let in_tx = slots
+            .map(|s| s.in_transaction.clone())
+            .filter(|v| !v.is_empty());
         let facts = in_tx.as_ref().map(|_| self.facts());
         let notify = self.commit_notice(slots, c, Action::Create, None);
         let outcome = state
@@ -997,7 +1010,10 @@ impl Writer<'_> {
     ) -> ApiResult<StoreRecord> {
         let state = self.state;
         if c.is_view() {
-            return Err(ApiError::new(StatusCode::BAD_REQUEST, "Unsupported collection type."));
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "Unsupported collection type.",
+            ));
         }
         let superuser = self.superuser();
         let req = RequestCtx::new(self.who, self.method, self.headers, self.q, Some(data))
@@ -1033,8 +1049,14 @@ impl Writer<'_> {
         if let Some(s) = slots
             && !s.before_update.is_empty()
         {
-            self.before(&s.before_update, c, previous.as_ref(), &mut draft, MSG_UPDATE_FAILED)
-                .await?;
+            self.before(
+                &s.before_update,
+                c,
+                previous.as_ref(),
+                &mut draft,
+                MSG_UPDATE_FAILED,
+            )
+            .await?;
         }
         let mut errors = Map::new();
         if let Some(new_id) = data.get("id").and_then(Value::as_str)
@@ -1087,7 +1109,9 @@ impl Writer<'_> {
         changed.dedup();
         let row = to_row(c, &draft, Some(&changed));
         let c2 = Arc::clone(c);
-        let in_tx = slots.map(|s| s.in_transaction.clone()).filter(|v| !v.is_empty());
+        let in_tx = slots
+            .map(|s| s.in_transaction.clone())
+            .filter(|v| !v.is_empty());
         let facts = in_tx.as_ref().map(|_| self.facts());
         let notify = self.commit_notice(slots, c, Action::Update, previous);
         let outcome = state
@@ -1137,7 +1161,10 @@ impl Writer<'_> {
     pub(crate) async fn delete(&self, c: &Arc<Collection>, id: String) -> ApiResult<()> {
         let state = self.state;
         if c.is_view() {
-            return Err(ApiError::new(StatusCode::BAD_REQUEST, "Unsupported collection type."));
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "Unsupported collection type.",
+            ));
         }
         let req = RequestCtx::new(self.who, self.method, self.headers, self.q, None)
             .as_system(self.system);
@@ -1168,7 +1195,9 @@ impl Writer<'_> {
             pre = Some(rec);
         }
         let c2 = Arc::clone(c);
-        let in_tx = slots.map(|s| s.in_transaction.clone()).filter(|v| !v.is_empty());
+        let in_tx = slots
+            .map(|s| s.in_transaction.clone())
+            .filter(|v| !v.is_empty());
         let facts = in_tx.as_ref().map(|_| self.facts());
         let notify = self.commit_notice(slots, c, Action::Delete, None);
         let outcome = state
@@ -1195,12 +1224,16 @@ impl Writer<'_> {
             )
             .await
             .map_err(|e| match e {
-                StoreError::RequiredRelation => ApiError::new(StatusCode::BAD_REQUEST, MSG_DELETE_FAILED),
+                StoreError::RequiredRelation => {
+                    ApiError::new(StatusCode::BAD_REQUEST, MSG_DELETE_FAILED)
+                }
                 other => other.into(),
             })?;
         match outcome {
             WriteOutcome::Deleted(_) | WriteOutcome::Done(_) => Ok(()),
-            WriteOutcome::RuleFailed | WriteOutcome::MissingRelations(_) => Err(ApiError::not_found()),
+            WriteOutcome::RuleFailed | WriteOutcome::MissingRelations(_) => {
+                Err(ApiError::not_found())
+            }
             WriteOutcome::Rejected(r) => Err(rejection_error(r)),
             WriteOutcome::HookFailed(e) => Err(hook_failed(MSG_DELETE_FAILED, &e)),
         }
@@ -1219,7 +1252,6 @@ pub(crate) async fn update(
     let WriteRequest {
         c,
         who,
-        superuser: _,
         q,
         fields,
         data,

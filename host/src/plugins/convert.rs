@@ -40,7 +40,10 @@ impl PluginRecord {
             if f.name == "id" {
                 id = json.as_str().unwrap_or("").to_owned();
             }
-            fields.push((f.name.clone(), FieldValue::from_json(f.kind, f.is_multi(), json)));
+            fields.push((
+                f.name.clone(),
+                FieldValue::from_json(f.kind, f.is_multi(), json),
+            ));
         }
         Self {
             collection: c.name.clone(),
@@ -70,10 +73,6 @@ impl PluginRecord {
             id,
             fields,
         }
-    }
-
-    pub(crate) fn get(&self, name: &str) -> Option<&FieldValue> {
-        self.fields.iter().find(|(n, _)| n == name).map(|(_, v)| v)
     }
 }
 
@@ -109,7 +108,9 @@ impl FieldValue {
 }
 
 /// Field pairs from a plugin as the API's JSON body.
-pub(crate) fn fields_to_json(fields: &[(String, FieldValue)]) -> Result<Map<String, Value>, String> {
+pub(crate) fn fields_to_json(
+    fields: &[(String, FieldValue)],
+) -> Result<Map<String, Value>, String> {
     let mut m = Map::new();
     for (k, v) in fields {
         m.insert(k.clone(), v.to_json().map_err(|e| format!("{k}: {e}"))?);

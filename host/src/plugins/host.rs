@@ -79,7 +79,9 @@ impl HostState {
         // No environment, arguments, preopened directories, sockets or name lookups; stdio
         // goes nowhere (plugins log through `log`). Clocks only when granted.
         let mut b = WasiCtxBuilder::new();
-        b.allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
+        b.allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false);
         if !env.granted("clock") {
             b.wall_clock(FrozenClock).monotonic_clock(FrozenClock);
         }
@@ -166,7 +168,11 @@ impl context::HostCallContext for HostState {
     async fn path(&mut self, c: Resource<CallCtx>) -> wasmtime::Result<Option<String>> {
         Ok(self.table.get(&c)?.facts.path.clone())
     }
-    async fn header(&mut self, c: Resource<CallCtx>, name: String) -> wasmtime::Result<Option<String>> {
+    async fn header(
+        &mut self,
+        c: Resource<CallCtx>,
+        name: String,
+    ) -> wasmtime::Result<Option<String>> {
         Ok(self
             .table
             .get(&c)?
@@ -181,7 +187,10 @@ impl context::HostCallContext for HostState {
     }
     async fn remaining_ms(&mut self, c: Resource<CallCtx>) -> wasmtime::Result<u32> {
         let d = self.table.get(&c)?.deadline;
-        Ok(u32::try_from(d.saturating_duration_since(Instant::now()).as_millis()).unwrap_or(u32::MAX))
+        Ok(
+            u32::try_from(d.saturating_duration_since(Instant::now()).as_millis())
+                .unwrap_or(u32::MAX),
+        )
     }
     async fn drop(&mut self, _c: Resource<CallCtx>) -> wasmtime::Result<()> {
         // The host owns every context; the guest only ever borrows one.
@@ -379,10 +388,12 @@ impl db::Host for HostState {
                 Err(e) => return Ok(Err(db::DbError::Invalid(format!("param {k}: {e}")))),
             }
         }
-        Ok(s.find_records(&self.facts, collection, filter, map, sort, limit.min(1000))
-            .await
-            .map(|v| v.into_iter().map(out).collect())
-            .map_err(db_err))
+        Ok(
+            s.find_records(&self.facts, collection, filter, map, sort, limit.min(1000))
+                .await
+                .map(|v| v.into_iter().map(out).collect())
+                .map_err(db_err),
+        )
     }
 
     async fn create_record(
@@ -397,7 +408,8 @@ impl db::Host for HostState {
             Ok(s) => s,
             Err(e) => return Ok(Err(e)),
         };
-        let fields: Vec<(String, FieldValue)> = fields.into_iter().map(|(k, v)| (k, v.into())).collect();
+        let fields: Vec<(String, FieldValue)> =
+            fields.into_iter().map(|(k, v)| (k, v.into())).collect();
         let data = match fields_to_json(&fields) {
             Ok(d) => d,
             Err(e) => return Ok(Err(db::DbError::Invalid(e))),
@@ -421,7 +433,8 @@ impl db::Host for HostState {
             Ok(s) => s,
             Err(e) => return Ok(Err(e)),
         };
-        let fields: Vec<(String, FieldValue)> = fields.into_iter().map(|(k, v)| (k, v.into())).collect();
+        let fields: Vec<(String, FieldValue)> =
+            fields.into_iter().map(|(k, v)| (k, v.into())).collect();
         let data = match fields_to_json(&fields) {
             Ok(d) => d,
             Err(e) => return Ok(Err(db::DbError::Invalid(e))),
@@ -498,7 +511,12 @@ impl kv::Host for HostState {
     async fn get(&mut self, key: String) -> wasmtime::Result<Option<Vec<u8>>> {
         Ok(self.kv()?.get(&self.env.name, &key)?)
     }
-    async fn set(&mut self, key: String, value: Vec<u8>, ttl_ms: Option<u64>) -> wasmtime::Result<()> {
+    async fn set(
+        &mut self,
+        key: String,
+        value: Vec<u8>,
+        ttl_ms: Option<u64>,
+    ) -> wasmtime::Result<()> {
         Ok(self.kv()?.set(&self.env.name, &key, &value, ttl_ms)?)
     }
     async fn delete(&mut self, key: String) -> wasmtime::Result<()> {
@@ -538,18 +556,29 @@ impl http::Host for HostState {
         body: Vec<u8>,
     ) -> wasmtime::Result<Result<http::Response, String>> {
         if !self.env.granted("http") {
-            return Ok(Err(format!("plugin {} has no \"http\" grant", self.env.name)));
+            return Ok(Err(format!(
+                "plugin {} has no \"http\" grant",
+                self.env.name
+            )));
         }
         let Some(auth) = authority(&url) else {
             return Ok(Err(format!("not an http(s) url: {url}")));
         };
-        if !self.env.settings.http_allow.iter().any(|a| a.eq_ignore_ascii_case(&auth)) {
+        if !self
+            .env
+            .settings
+            .http_allow
+            .iter()
+            .any(|a| a.eq_ignore_ascii_case(&auth))
+        {
             return Ok(Err(format!("{auth} is not in http_allow")));
         }
         let left = self.deadline.saturating_duration_since(Instant::now());
-        let r = tokio::task::spawn_blocking(move || fetch_blocking(&method, &url, &headers, body, left))
-            .await
-            .map_err(|e| wasmtime::Error::msg(e.to_string()))?;
+        let r = tokio::task::spawn_blocking(move || {
+            fetch_blocking(&method, &url, &headers, body, left)
+        })
+        .await
+        .map_err(|e| wasmtime::Error::msg(e.to_string()))?;
         Ok(r)
     }
 }
@@ -598,9 +627,18 @@ mod tests {
 
     #[test]
     fn authorities_carry_the_default_port() {
-        assert_eq!(authority("http://127.0.0.1:9/x").as_deref(), Some("127.0.0.1:9"));
-        assert_eq!(authority("https://API.example.com/v1?q").as_deref(), Some("api.example.com:443"));
-        assert_eq!(authority("http://u:p@h.example/").as_deref(), Some("h.example:80"));
+        assert_eq!(
+            authority("http://127.0.0.1:9/x").as_deref(),
+            Some("127.0.0.1:9")
+        );
+        assert_eq!(
+            authority("https://API.example.com/v1?q").as_deref(),
+            Some("api.example.com:443")
+        );
+        assert_eq!(
+            authority("http://u:p@h.example/").as_deref(),
+            Some("h.example:80")
+        );
         assert_eq!(authority("file:///etc/passwd"), None);
         assert_eq!(authority("http://"), None);
     }

@@ -21,9 +21,7 @@ mod runtime;
 
 pub(crate) use convert::{FieldValue, PluginRecord};
 pub(crate) use registry::{HookSlots, Registry};
-pub(crate) use runtime::{
-    Action, Change, HookOutcome, Loaded, RouteRequest, RouteResponse, run_in_transaction,
-};
+pub(crate) use runtime::{Action, Change, HookOutcome, Loaded, RouteRequest, run_in_transaction};
 
 use crate::config::PluginsConfig;
 use crate::store::Store;
@@ -136,7 +134,12 @@ impl Plugins {
         data_dir: PathBuf,
         store: Arc<Store>,
     ) -> Result<Arc<Self>, String> {
-        let rt = runtime::Runtime::new(&cfg, data_dir.join(".plugin-cache"), store)?;
+        let cache = if cfg.cache_dir.as_os_str().is_empty() {
+            data_dir.join(".plugin-cache")
+        } else {
+            cfg.cache_dir.clone()
+        };
+        let rt = runtime::Runtime::new(&cfg, cache, store)?;
         let me = Arc::new(Self {
             rt,
             registry: ArcSwap::from_pointee(Registry::empty()),
@@ -174,10 +177,21 @@ impl Plugins {
         self.reload.report(&self.registry())
     }
 
+    /// Collections changed: rebuild the registry (hooks are bound to collections by id, and a
+    /// plugin refused for a missing collection may fit now). Nothing is recompiled.
+    pub(crate) fn schema_changed(self: &Arc<Self>) {
+        let me = Arc::clone(self);
+        tokio::spawn(async move { me.reload_now("schema").await });
+    }
+
     /// Reload the folder now (the watcher calls this after its debounce).
     pub(crate) async fn reload_now(&self, why: &str) {
         let schema = self.rt.store.schema();
-        if let Some(next) = self.reload.reload(&self.rt, &self.registry(), &schema, why).await {
+        if let Some(next) = self
+            .reload
+            .reload(&self.rt, &self.registry(), &schema, why)
+            .await
+        {
             self.registry.store(Arc::new(next));
         }
     }

@@ -80,7 +80,9 @@ pub(crate) fn parse_cron(expr: &str) -> Result<croner::Cron, String> {
         "@yearly" | "@annually" | "@monthly" | "@weekly" | "@daily" | "@midnight" | "@hourly"
     );
     if !macro_ok && e.split_whitespace().count() != 5 {
-        return Err(format!("cron {expr:?} must have five fields (minute hour day month weekday) or be a macro like @daily"));
+        return Err(format!(
+            "cron {expr:?} must have five fields (minute hour day month weekday) or be a macro like @daily"
+        ));
     }
     e.parse::<croner::Cron>()
         .map_err(|err| format!("cron {expr:?}: {err}"))
@@ -106,12 +108,12 @@ impl Registry {
         self.hooks.get(collection_id)
     }
 
-    pub(crate) fn has_routes(&self) -> bool {
-        !self.routes.is_empty() || self.any.at("/").is_ok() || !self.plugins.is_empty()
-    }
-
     /// The route for a method and path, with its parameters.
-    pub(crate) fn route(&self, method: &str, path: &str) -> Option<(RouteRef, Vec<(String, String)>)> {
+    pub(crate) fn route(
+        &self,
+        method: &str,
+        path: &str,
+    ) -> Option<(RouteRef, Vec<(String, String)>)> {
         let m = self.routes.get(method).and_then(|r| r.at(path).ok());
         let m = m.or_else(|| self.any.at(path).ok())?;
         let params = m
@@ -179,7 +181,9 @@ impl Registry {
 
     fn add(&mut self, p: Arc<Loaded>, schema: &Schema) {
         for (coll, events) in &p.manifest.hooks {
-            let Some(c) = schema.by_id_or_name(coll) else { continue };
+            let Some(c) = schema.by_id_or_name(coll) else {
+                continue;
+            };
             let slots = self.hooks.entry(c.id.clone()).or_default();
             for e in events {
                 let v = match e {
@@ -241,7 +245,10 @@ impl Registry {
         let mut refused = Vec::new();
         for (p, fallback) in candidates {
             if reg.plugins.iter().any(|x| x.name() == p.name()) {
-                refused.push((p.file.clone(), format!("another file already provides plugin {:?}", p.name())));
+                refused.push((
+                    p.file.clone(),
+                    format!("another file already provides plugin {:?}", p.name()),
+                ));
                 continue;
             }
             match reg.admit(&p, schema) {

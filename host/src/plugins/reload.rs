@@ -27,6 +27,8 @@ pub(crate) struct ReloadState {
     /// file -> (when, why it is not (or no longer) loading)
     errors: Mutex<HashMap<PathBuf, (String, String)>>,
     history: Mutex<VecDeque<Value>>,
+    /// file -> (when, why the registry refused its plugin) as of the last build.
+    admission: Mutex<HashMap<PathBuf, (String, String)>>,
     /// One reload at a time.
     busy: tokio::sync::Mutex<()>,
 }
@@ -44,6 +46,7 @@ impl ReloadState {
             loaded: Mutex::new(HashMap::new()),
             errors: Mutex::new(HashMap::new()),
             history: Mutex::new(VecDeque::new()),
+            admission: Mutex::new(HashMap::new()),
             busy: tokio::sync::Mutex::new(()),
         }
     }
@@ -89,7 +92,9 @@ impl ReloadState {
                         cfg_changed = true;
                     }
                 }
-                Err(e) => tracing::error!(error = %e, "pb.toml unreadable; plugin settings unchanged"),
+                Err(e) => {
+                    tracing::error!(error = %e, "pb.toml unreadable; plugin settings unchanged")
+                }
             }
         }
         let cfg = self.cfg.lock().ok()?.clone();
@@ -103,10 +108,12 @@ impl ReloadState {
         files.sort();
         let old: HashMap<PathBuf, (String, Arc<Loaded>)> = self.loaded.lock().ok()?.clone();
         let mut candidates: Vec<(Arc<Loaded>, Option<Arc<Loaded>>)> = Vec::new();
-        let mut changed = cfg_changed || old.len() != files.len();
+        let mut changed = cfg_changed || why == "schema" || old.len() != files.len();
         let mut newly: Vec<(PathBuf, String)> = Vec::new();
         for f in &files {
-            let Ok(bytes) = std::fs::read(f) else { continue };
+            let Ok(bytes) = std::fs::read(f) else {
+                continue;
+            };
             let hash = file_hash(&bytes);
             let prev = old.get(f);
             if let Some((h, p)) = prev
@@ -116,16 +123,18 @@ impl ReloadState {
                 candidates.push((Arc::clone(p), None));
                 continue;
             }
-            // Unchanged bytes that failed before fail again: do not retry on every event.
-            if prev.is_none()
-                && !cfg_changed
+            // Bytes that failed to load before fail again: do not retry them on every event.
+            if !cfg_changed
                 && self
                     .errors
                     .lock()
                     .ok()
-                    .and_then(|e| e.get(f).map(|(_, m)| m.starts_with(&hash)))
+                    .and_then(|e| e.get(f).map(|(_, m)| m.starts_with(&format!("{hash}: "))))
                     .unwrap_or(false)
             {
+                if let Some((_, o)) = prev {
+                    candidates.push((Arc::clone(o), None));
+                }
                 continue;
             }
             changed = true;
@@ -152,11 +161,19 @@ impl ReloadState {
             return None;
         }
         candidates.sort_by(|a, b| a.0.name().cmp(b.0.name()));
+        // Every loaded version stays known (parked when refused), so a schema change that
+        // creates the collection it hooks admits it without recompiling.
+        let parked: Vec<Arc<Loaded>> = candidates.iter().map(|(p, _)| Arc::clone(p)).collect();
         let (reg, refused) = Registry::build(candidates, schema);
-        for (f, e) in &refused {
-            let h = std::fs::read(f).map(|b| file_hash(&b)).unwrap_or_default();
-            self.set_error(f, format!("{h}: {e}"));
-            self.note(json!({"at": crate::schema::ids::now(), "file": f.display().to_string(), "outcome": "refused", "error": e, "trigger": why}));
+        if let Ok(mut e) = self.admission.lock() {
+            e.clear();
+            for (f, msg) in &refused {
+                tracing::error!(file = %f.display(), error = %msg, "plugin not admitted");
+                e.insert(f.clone(), (crate::schema::ids::now(), msg.clone()));
+                if why != "schema" {
+                    self.note(json!({"at": crate::schema::ids::now(), "file": f.display().to_string(), "outcome": "refused", "error": msg, "trigger": why}));
+                }
+            }
         }
         // Versions no longer served: finish in-flight calls, pool nothing more.
         for p in &current.plugins {
@@ -164,15 +181,7 @@ impl ReloadState {
                 p.retire();
             }
         }
-        let mut next_loaded = HashMap::new();
         for p in &reg.plugins {
-            let h = old
-                .get(&p.file)
-                .filter(|(_, o)| Arc::ptr_eq(o, p))
-                .map(|(h, _)| h.clone())
-                .or_else(|| newly.iter().find(|(f, _)| *f == p.file).map(|(_, h)| h.clone()))
-                .unwrap_or_default();
-            next_loaded.insert(p.file.clone(), (h, Arc::clone(p)));
             if newly.iter().any(|(f, _)| *f == p.file) {
                 if let Ok(mut e) = self.errors.lock() {
                     e.remove(&p.file);
@@ -188,6 +197,11 @@ impl ReloadState {
             if !files.contains(f) {
                 self.note(json!({"at": crate::schema::ids::now(), "file": f.display().to_string(), "outcome": "removed", "trigger": why}));
             }
+        }
+        let mut next_loaded: HashMap<PathBuf, (String, Arc<Loaded>)> = HashMap::new();
+        for p in parked.iter().chain(reg.plugins.iter()) {
+            // What serves wins over what is parked for the same file.
+            next_loaded.insert(p.file.clone(), (p.hash.clone(), Arc::clone(p)));
         }
         if let Ok(mut l) = self.loaded.lock() {
             *l = next_loaded;
@@ -220,21 +234,20 @@ impl ReloadState {
                 })
             })
             .collect();
-        let errors: Vec<Value> = self
-            .errors
-            .lock()
-            .map(|e| {
-                let mut v: Vec<Value> = e
-                    .iter()
-                    .map(|(f, (at, msg))| {
-                        let msg = msg.split_once(": ").map(|(_, m)| m).unwrap_or(msg);
-                        json!({"file": f.file_name().map(|f| f.to_string_lossy().into_owned()), "at": at, "error": msg})
-                    })
-                    .collect();
-                v.sort_by(|a, b| a["file"].as_str().cmp(&b["file"].as_str()));
-                v
-            })
-            .unwrap_or_default();
+        let mut errors: Vec<Value> = Vec::new();
+        let name = |f: &Path| f.file_name().map(|f| f.to_string_lossy().into_owned());
+        if let Ok(e) = self.errors.lock() {
+            for (f, (at, msg)) in e.iter() {
+                let msg = msg.split_once(": ").map(|(_, m)| m).unwrap_or(msg);
+                errors.push(json!({"file": name(f), "at": at, "error": msg}));
+            }
+        }
+        if let Ok(e) = self.admission.lock() {
+            for (f, (at, msg)) in e.iter() {
+                errors.push(json!({"file": name(f), "at": at, "error": msg}));
+            }
+        }
+        errors.sort_by(|a, b| a["file"].as_str().cmp(&b["file"].as_str()));
         let history: Vec<Value> = self
             .history
             .lock()
@@ -268,7 +281,9 @@ pub(crate) fn spawn_watcher(plugins: Arc<Plugins>) {
         }
         let relevant = ev.paths.iter().any(|p| {
             p.extension().is_some_and(|x| x == "wasm")
-                || cfg_name.as_ref().is_some_and(|n| p.file_name() == Some(n.as_os_str()))
+                || cfg_name
+                    .as_ref()
+                    .is_some_and(|n| p.file_name() == Some(n.as_os_str()))
         });
         if relevant {
             let _ = tx.send(());
@@ -286,7 +301,11 @@ pub(crate) fn spawn_watcher(plugins: Arc<Plugins>) {
         return;
     }
     if let Some(parent) = config_file.as_ref().and_then(|f| f.parent()) {
-        let parent = if parent.as_os_str().is_empty() { Path::new(".") } else { parent };
+        let parent = if parent.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            parent
+        };
         if parent != dir {
             let _ = watcher.watch(parent, notify::RecursiveMode::NonRecursive);
         }
@@ -323,7 +342,10 @@ pub(crate) fn spawn_scheduler(plugins: Arc<Plugins>) {
             if first {
                 continue;
             }
-            let at = now.with_second(0).and_then(|t| t.with_nanosecond(0)).unwrap_or(now);
+            let at = now
+                .with_second(0)
+                .and_then(|t| t.with_nanosecond(0))
+                .unwrap_or(now);
             for job in plugins.registry().jobs.clone() {
                 if job.schedule.is_time_matching(&at).unwrap_or(false) {
                     let at_ms = u64::try_from(at.timestamp_millis()).unwrap_or(0);

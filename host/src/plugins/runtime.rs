@@ -27,7 +27,6 @@ pub(crate) struct Runtime {
     pub store: Arc<Store>,
     services: OnceLock<Arc<dyn Services>>,
     permits: Arc<Semaphore>,
-    pub tick: Duration,
     /// Memory cap the engine was built for (the pooling allocator's slot size).
     pub max_memory: usize,
     pub pooling: bool,
@@ -111,7 +110,6 @@ impl Runtime {
             store,
             services: OnceLock::new(),
             permits: Arc::new(Semaphore::new(cfg.max_concurrent_calls)),
-            tick,
             max_memory,
             pooling,
             calls: AtomicU64::new(0),
@@ -149,7 +147,9 @@ impl Runtime {
         if path.exists() {
             match load_cached(&self.engine, &path) {
                 Ok(c) => return Ok((c, true)),
-                Err(e) => tracing::warn!(error = %e, file = %path.display(), "plugins: stale compile cache entry, recompiling"),
+                Err(e) => {
+                    tracing::warn!(error = %e, file = %path.display(), "plugins: stale compile cache entry, recompiling")
+                }
             }
         }
         let compiled = self
@@ -158,7 +158,9 @@ impl Runtime {
             .map_err(|e| format!("invalid component: {}", root_message(&e)))?;
         if std::fs::create_dir_all(&self.cache_dir).is_ok() {
             // Write then rename: a reader never maps a half-written file.
-            let tmp = self.cache_dir.join(format!("{key}.tmp{}", std::process::id()));
+            let tmp = self
+                .cache_dir
+                .join(format!("{key}.tmp{}", std::process::id()));
             if std::fs::write(&tmp, &compiled).is_ok() {
                 let _ = std::fs::rename(&tmp, &path);
             }
@@ -233,7 +235,10 @@ impl Settings {
         let e = e.unwrap_or(&d);
         let ms = |v: Option<u64>, dflt: u64| Duration::from_millis(v.unwrap_or(dflt));
         Self {
-            grants: e.grants.clone().unwrap_or_else(|| cfg.default_grants.clone()),
+            grants: e
+                .grants
+                .clone()
+                .unwrap_or_else(|| cfg.default_grants.clone()),
             http_allow: e.http_allow.clone(),
             memory: usize::try_from(e.memory_mb.unwrap_or(cfg.memory_mb) << 20)
                 .unwrap_or(usize::MAX)
@@ -438,7 +443,10 @@ impl Loaded {
             ));
         }
         if cfg.each.get(&manifest.name).and_then(|e| e.enabled) == Some(false) {
-            return Err(format!("disabled in pb.toml ([plugins.{}] enabled = false)", manifest.name));
+            return Err(format!(
+                "disabled in pb.toml ([plugins.{}] enabled = false)",
+                manifest.name
+            ));
         }
         let settings = Settings::resolve(cfg, cfg.each.get(&manifest.name), rt.max_memory);
         for want in &manifest.wants {
@@ -448,7 +456,10 @@ impl Loaded {
                     manifest.name
                 ));
             }
-            if !matches!(want.as_str(), "db:read" | "db:write" | "kv" | "http" | "clock") {
+            if !matches!(
+                want.as_str(),
+                "db:read" | "db:write" | "kv" | "http" | "clock"
+            ) {
                 return Err(format!("wants unknown capability {want:?}"));
             }
         }
@@ -508,7 +519,9 @@ impl Loaded {
     }
 
     fn give_back(&self, inst: Inst) {
-        if self.retired.load(Ordering::Relaxed) || inst.calls >= self.settings.max_calls_per_instance {
+        if self.retired.load(Ordering::Relaxed)
+            || inst.calls >= self.settings.max_calls_per_instance
+        {
             return;
         }
         if let Ok(mut p) = self.pool.lock()
@@ -634,7 +647,11 @@ async fn run(inst: &mut Inst, call: Call<'_>, ctx: Resource<CallCtx>) -> wasmtim
         }
         Call::BeforeCreate(r) => {
             let c = clone_ctx(s, &ctx)?;
-            Reply::Verdict(p.ferrobase_plugin_record_hooks().call_before_create(&mut *s, c, r).await?)
+            Reply::Verdict(
+                p.ferrobase_plugin_record_hooks()
+                    .call_before_create(&mut *s, c, r)
+                    .await?,
+            )
         }
         Call::BeforeUpdate(cur, new) => {
             let c = clone_ctx(s, &ctx)?;
@@ -646,7 +663,11 @@ async fn run(inst: &mut Inst, call: Call<'_>, ctx: Resource<CallCtx>) -> wasmtim
         }
         Call::BeforeDelete(r) => {
             let c = clone_ctx(s, &ctx)?;
-            Reply::Unit(p.ferrobase_plugin_record_hooks().call_before_delete(&mut *s, c, r).await?)
+            Reply::Unit(
+                p.ferrobase_plugin_record_hooks()
+                    .call_before_delete(&mut *s, c, r)
+                    .await?,
+            )
         }
         Call::InTx(a, r) => {
             let c = clone_ctx(s, &ctx)?;
@@ -666,11 +687,19 @@ async fn run(inst: &mut Inst, call: Call<'_>, ctx: Resource<CallCtx>) -> wasmtim
         }
         Call::Route(req) => {
             let c = clone_ctx(s, &ctx)?;
-            Reply::Response(p.ferrobase_plugin_routes().call_handle(&mut *s, c, req).await?)
+            Reply::Response(
+                p.ferrobase_plugin_routes()
+                    .call_handle(&mut *s, c, req)
+                    .await?,
+            )
         }
         Call::Job(name, at) => {
             let c = clone_ctx(s, &ctx)?;
-            Reply::Event(p.ferrobase_plugin_jobs().call_run(&mut *s, c, name, at).await?)
+            Reply::Event(
+                p.ferrobase_plugin_jobs()
+                    .call_run(&mut *s, c, name, at)
+                    .await?,
+            )
         }
     };
     let _ = s.data_mut().table.delete(ctx);
@@ -748,7 +777,10 @@ pub(crate) struct RouteResponse {
     pub body: Vec<u8>,
 }
 
-fn rejection_or_failure(name: &str, r: Result<Reply, CallError>) -> Result<Option<Reply>, HookOutcome> {
+fn rejection_or_failure(
+    name: &str,
+    r: Result<Reply, CallError>,
+) -> Result<Option<Reply>, HookOutcome> {
     match r {
         Ok(reply) => Ok(Some(reply)),
         Err(e) => Err(HookOutcome::Failed(format!("plugin {name} {e}"))),
@@ -784,17 +816,28 @@ impl Loaded {
                     .collect(),
             ),
             Ok(Some(Reply::Verdict(Err(rej)))) => HookOutcome::Rejected(rej.into()),
-            Ok(_) => HookOutcome::Failed(format!("plugin {} answered the wrong shape", self.name())),
+            Ok(_) => {
+                HookOutcome::Failed(format!("plugin {} answered the wrong shape", self.name()))
+            }
         }
     }
 
-    pub(crate) async fn before_delete(&self, facts: Arc<CallFacts>, current: &PluginRecord) -> HookOutcome {
+    pub(crate) async fn before_delete(
+        &self,
+        facts: Arc<CallFacts>,
+        current: &PluginRecord,
+    ) -> HookOutcome {
         let c = rh::RecordData::from(current);
-        match rejection_or_failure(self.name(), self.call(Call::BeforeDelete(&c), facts, None).await) {
+        match rejection_or_failure(
+            self.name(),
+            self.call(Call::BeforeDelete(&c), facts, None).await,
+        ) {
             Err(o) => o,
             Ok(Some(Reply::Unit(Ok(())))) => HookOutcome::Proceed(Vec::new()),
             Ok(Some(Reply::Unit(Err(rej)))) => HookOutcome::Rejected(rej.into()),
-            Ok(_) => HookOutcome::Failed(format!("plugin {} answered the wrong shape", self.name())),
+            Ok(_) => {
+                HookOutcome::Failed(format!("plugin {} answered the wrong shape", self.name()))
+            }
         }
     }
 
@@ -811,11 +854,16 @@ impl Loaded {
             Action::Delete => th::Action::Delete,
         };
         let r = th::RecordData::from(record);
-        match rejection_or_failure(self.name(), self.call(Call::InTx(a, &r), facts, Some(tx)).await) {
+        match rejection_or_failure(
+            self.name(),
+            self.call(Call::InTx(a, &r), facts, Some(tx)).await,
+        ) {
             Err(o) => o,
             Ok(Some(Reply::Unit(Ok(())))) => HookOutcome::Proceed(Vec::new()),
             Ok(Some(Reply::Unit(Err(rej)))) => HookOutcome::Rejected(rej.into()),
-            Ok(_) => HookOutcome::Failed(format!("plugin {} answered the wrong shape", self.name())),
+            Ok(_) => {
+                HookOutcome::Failed(format!("plugin {} answered the wrong shape", self.name()))
+            }
         }
     }
 
@@ -845,7 +893,11 @@ impl Loaded {
         }
     }
 
-    pub(crate) async fn route(&self, facts: Arc<CallFacts>, req: RouteRequest) -> Result<RouteResponse, CallError> {
+    pub(crate) async fn route(
+        &self,
+        facts: Arc<CallFacts>,
+        req: RouteRequest,
+    ) -> Result<RouteResponse, CallError> {
         let r = rt::HttpRequest {
             method: req.method,
             path: req.path,
@@ -894,7 +946,10 @@ pub(crate) fn run_in_transaction(
     let (tx, mut rx) = mpsc::unbounded_channel::<TxOp>();
     let calls = async move {
         for h in hooks {
-            match h.in_transaction(Arc::clone(&facts), action, record, tx.clone()).await {
+            match h
+                .in_transaction(Arc::clone(&facts), action, record, tx.clone())
+                .await
+            {
                 HookOutcome::Proceed(_) => {}
                 other => return other,
             }
@@ -903,7 +958,8 @@ pub(crate) fn run_in_transaction(
     };
     let serve = async {
         while let Some(op) = rx.recv().await {
-            let r = crate::store::raw::execute(conn, &op.sql, &op.params).map_err(|e| e.to_string());
+            let r =
+                crate::store::raw::execute(conn, &op.sql, &op.params).map_err(|e| e.to_string());
             let _ = op.reply.send(r);
         }
     };
@@ -930,7 +986,9 @@ pub(crate) fn spawn_commit_dispatcher(plugins: Arc<Plugins>) {
             let reg = plugins.registry();
             let mut by_plugin: Vec<(Arc<Loaded>, Vec<Change>)> = Vec::new();
             for c in batch {
-                let Some(slots) = reg.hooks(&c.collection_id) else { continue };
+                let Some(slots) = reg.hooks(&c.collection_id) else {
+                    continue;
+                };
                 for h in &slots.after_commit {
                     match by_plugin.iter_mut().find(|(p, _)| Arc::ptr_eq(p, h)) {
                         Some((_, v)) => v.push(c.clone()),

@@ -45,7 +45,13 @@ impl Kv {
         })
     }
 
-    pub(crate) fn set(&self, plugin: &str, key: &str, value: &[u8], ttl_ms: Option<u64>) -> Result<()> {
+    pub(crate) fn set(
+        &self,
+        plugin: &str,
+        key: &str,
+        value: &[u8],
+        ttl_ms: Option<u64>,
+    ) -> Result<()> {
         let expires = ttl_ms.map(|t| now_ms().saturating_add(i64::try_from(t).unwrap_or(i64::MAX)));
         self.with(|c| {
             c.execute(
@@ -59,8 +65,11 @@ impl Kv {
 
     pub(crate) fn delete(&self, plugin: &str, key: &str) -> Result<()> {
         self.with(|c| {
-            c.execute("DELETE FROM kv WHERE plugin = ?1 AND key = ?2", params![plugin, key])
-                .map(|_| ())
+            c.execute(
+                "DELETE FROM kv WHERE plugin = ?1 AND key = ?2",
+                params![plugin, key],
+            )
+            .map(|_| ())
         })
     }
 

@@ -75,16 +75,16 @@ fn one_statement(sql: &str) -> Result<()> {
     // rusqlite's prepare takes the first statement only; refuse trailing ones outright.
     let trimmed = sql.trim().trim_end_matches(';');
     if trimmed.contains(';') {
-        return Err(StoreError::Invalid(
-            "only one statement per call".into(),
-        ));
+        return Err(StoreError::Invalid("only one statement per call".into()));
     }
     Ok(())
 }
 
 fn denied(e: rusqlite::Error) -> StoreError {
     match &e {
-        rusqlite::Error::SqliteFailure(code, _) if code.code == rusqlite::ErrorCode::AuthorizationForStatementDenied => {
+        rusqlite::Error::SqliteFailure(code, _)
+            if code.code == rusqlite::ErrorCode::AuthorizationForStatementDenied =>
+        {
             StoreError::Denied("not allowed for plugins".into())
         }
         _ => StoreError::classify(e),
@@ -98,9 +98,15 @@ pub(crate) fn query(conn: &Connection, sql: &str, params: &[SqlValue]) -> Result
     let out = (|| {
         let mut stmt = conn.prepare(sql).map_err(denied)?;
         if !stmt.readonly() {
-            return Err(StoreError::Denied("query runs reads only; use execute".into()));
+            return Err(StoreError::Denied(
+                "query runs reads only; use execute".into(),
+            ));
         }
-        let cols: Vec<String> = stmt.column_names().iter().map(|c| (*c).to_owned()).collect();
+        let cols: Vec<String> = stmt
+            .column_names()
+            .iter()
+            .map(|c| (*c).to_owned())
+            .collect();
         let n = cols.len();
         let mut rows = stmt.query(rusqlite::params_from_iter(params.iter()))?;
         let mut out = Vec::new();
@@ -153,19 +159,41 @@ mod tests {
              CREATE TABLE users (id TEXT, tokenKey TEXT); INSERT INTO posts VALUES ('a', 'x');",
         )
         .unwrap();
-        let (cols, rows) = query(&c, "SELECT id, title FROM posts WHERE id = ?", &[SqlValue::Text("a".into())]).unwrap();
+        let (cols, rows) = query(
+            &c,
+            "SELECT id, title FROM posts WHERE id = ?",
+            &[SqlValue::Text("a".into())],
+        )
+        .unwrap();
         assert_eq!(cols, ["id", "title"]);
-        assert_eq!(rows, vec![vec![SqlValue::Text("a".into()), SqlValue::Text("x".into())]]);
+        assert_eq!(
+            rows,
+            vec![vec![SqlValue::Text("a".into()), SqlValue::Text("x".into())]]
+        );
         for bad in [
             "SELECT * FROM _superusers",
             "SELECT tokenKey FROM users",
             "SELECT name FROM sqlite_master",
             "PRAGMA table_info(posts)",
         ] {
-            assert!(matches!(query(&c, bad, &[]), Err(StoreError::Denied(_))), "{bad}");
+            assert!(
+                matches!(query(&c, bad, &[]), Err(StoreError::Denied(_))),
+                "{bad}"
+            );
         }
-        assert!(matches!(query(&c, "DELETE FROM posts", &[]), Err(StoreError::Denied(_))));
-        assert_eq!(execute(&c, "UPDATE posts SET title = ? WHERE id = 'a'", &[SqlValue::Text("y".into())]).unwrap(), 1);
+        assert!(matches!(
+            query(&c, "DELETE FROM posts", &[]),
+            Err(StoreError::Denied(_))
+        ));
+        assert_eq!(
+            execute(
+                &c,
+                "UPDATE posts SET title = ? WHERE id = 'a'",
+                &[SqlValue::Text("y".into())]
+            )
+            .unwrap(),
+            1
+        );
         for bad in [
             "DELETE FROM _superusers",
             "DROP TABLE posts",
@@ -173,9 +201,15 @@ mod tests {
             "ATTACH DATABASE 'x.db' AS x",
             "PRAGMA journal_mode = DELETE",
         ] {
-            assert!(matches!(execute(&c, bad, &[]), Err(StoreError::Denied(_))), "{bad}");
+            assert!(
+                matches!(execute(&c, bad, &[]), Err(StoreError::Denied(_))),
+                "{bad}"
+            );
         }
-        assert!(matches!(execute(&c, "DELETE FROM posts; DROP TABLE posts", &[]), Err(StoreError::Invalid(_))));
+        assert!(matches!(
+            execute(&c, "DELETE FROM posts; DROP TABLE posts", &[]),
+            Err(StoreError::Invalid(_))
+        ));
         // The authorizer is gone afterwards: the host's own statements are unaffected.
         c.execute("CREATE TABLE after_plugin (a)", []).unwrap();
     }

@@ -70,17 +70,27 @@ impl Server {
     /// Upsert the superuser, then serve `<dir>/pb_data` on a free port and wait for /api/health.
     /// (A data dir one level down keeps PocketBase's sibling `pb_migrations` inside `dir` too.)
     pub fn start_in(dir: TempDir) -> Server {
-        Server::start_bin_in(&bin(), dir)
+        Server::start_bin_in(&bin(), dir, Duration::from_secs(20))
+    }
+
+    /// `start_in` for servers that compile large plugins before they serve.
+    #[allow(dead_code)]
+    pub fn start_in_patient(dir: TempDir, wait: Duration) -> Server {
+        Server::start_bin_in(&bin(), dir, wait)
     }
 
     /// Like [`Server::start`], but runs `bin` — any binary with the same CLI, e.g. the reference
     /// PocketBase — instead of the server under test. The data dir is `<tempdir>/pb_data` as well.
     #[allow(dead_code)]
     pub fn start_bin(bin: &str) -> Server {
-        Server::start_bin_in(bin, tempfile::tempdir().expect("temp dir"))
+        Server::start_bin_in(
+            bin,
+            tempfile::tempdir().expect("temp dir"),
+            Duration::from_secs(20),
+        )
     }
 
-    fn start_bin_in(bin: &str, dir: TempDir) -> Server {
+    fn start_bin_in(bin: &str, dir: TempDir, wait: Duration) -> Server {
         let data = dir.path().join("pb_data");
         let st = command(bin, dir.path())
             .args(["superuser", "upsert", SU_EMAIL, SU_PASS, "--dir"])
@@ -105,7 +115,7 @@ impl Server {
             addr,
             agent,
         };
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + wait;
         loop {
             if let Ok(mut r) = s.agent.get(format!("http://{}/api/health", s.addr)).call()
                 && r.status() == 200
@@ -116,10 +126,19 @@ impl Server {
             if let Some(st) = s.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
                 panic!("{bin} exited before becoming healthy: {st}");
             }
-            assert!(Instant::now() < deadline, "{bin} not healthy within 20 s");
+            assert!(
+                Instant::now() < deadline,
+                "{bin} not healthy within {wait:?}"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         s
+    }
+
+    /// The server's process id (to read its memory use).
+    #[allow(dead_code)]
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
     }
 
     /// The data directory (`data.db` lives here).

@@ -1,0 +1,833 @@
+//! Plugins end to end: the example and fixture plugins are built from source (Rust for
+//! wasm32-wasip2, the JS one with componentize-js), dropped into a real server's plugins
+//! folder, and every behaviour is checked through HTTP.
+
+mod common;
+
+use common::{Server, enc, err};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Build every plugin once per test binary; the paths of the built components by name.
+fn built() -> &'static PathBuf {
+    static OUT: OnceLock<PathBuf> = OnceLock::new();
+    OUT.get_or_init(|| {
+        let root = root();
+        let st = Command::new(env!("CARGO"))
+            .args([
+                "build",
+                "--release",
+                "--target",
+                "wasm32-wasip2",
+                "--manifest-path",
+            ])
+            .arg(root.join("plugins/Cargo.toml"))
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("RUSTFLAGS")
+            .status()
+            .expect("run cargo for the plugins");
+        assert!(st.success(), "building the Rust plugins failed");
+        let js = root.join("plugins/js-hello");
+        if !js.join("node_modules").exists() {
+            let st = Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund"])
+                .current_dir(&js)
+                .status()
+                .expect("run npm ci for js-hello");
+            assert!(st.success(), "npm ci in plugins/js-hello failed");
+        }
+        let out = js.join("dist/js-hello.wasm");
+        let st = Command::new("node")
+            .arg("build.mjs")
+            .arg(&out)
+            .current_dir(&js)
+            .status()
+            .expect("run node build.mjs");
+        assert!(st.success(), "building the JS plugin failed");
+        root.join("plugins/target/wasm32-wasip2/release")
+    })
+}
+
+fn wasm(name: &str) -> PathBuf {
+    if name == "js-hello" {
+        built();
+        return root().join("plugins/js-hello/dist/js-hello.wasm");
+    }
+    built().join(format!("{name}.wasm"))
+}
+
+/// A server whose plugins folder holds `plugins` (file names as given) and whose pb.toml is
+/// `toml`; collections from `setup` exist before the plugins load (a restart picks them up).
+fn server_with(plugins: &[&str], toml: &str) -> Server {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // One compile cache for every test server: the 12 MB JS component compiles once.
+    let cache = root().join("target/plugin-test-cache");
+    let toml = format!(
+        "[plugins]\ncache_dir = {:?}\n{toml}",
+        cache.display().to_string()
+    );
+    std::fs::write(dir.path().join("pb.toml"), toml).unwrap();
+    let pdir = dir.path().join("plugins");
+    std::fs::create_dir_all(&pdir).unwrap();
+    for p in plugins {
+        std::fs::copy(wasm(p), pdir.join(format!("{p}.wasm"))).unwrap();
+    }
+    Server::start_in_patient(dir, Duration::from_secs(120))
+}
+
+fn plugins_dir(s: &Server) -> PathBuf {
+    s.data_dir().parent().unwrap().join("plugins")
+}
+
+/// The collections the example plugins expect.
+fn posts_schema(s: &Server, su: &str, list_rule: Value) {
+    s.create_collection(
+        su,
+        json!({"name": "posts", "type": "base",
+               "listRule": list_rule, "viewRule": "", "createRule": "", "updateRule": "", "deleteRule": "",
+               "fields": [
+                   {"name": "title", "type": "text"},
+                   {"name": "slug", "type": "text"},
+                   {"name": "note", "type": "text"},
+                   {"name": "status", "type": "text"},
+                   {"name": "owner", "type": "relation", "collectionId": "_pb_users_auth_", "maxSelect": 1},
+                   {"name": "created", "type": "autodate", "onCreate": true},
+                   {"name": "updated", "type": "autodate", "onCreate": true, "onUpdate": true}
+               ]}),
+    );
+    s.create_collection(
+        su,
+        json!({"name": "audit_log", "type": "base",
+               "fields": [{"name": "action", "type": "text"}, {"name": "record", "type": "text"}]}),
+    );
+}
+
+/// Poll `f` until it returns Some or the time is up.
+fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Wait until `/api/plugins` lists exactly `names` as loaded.
+fn wait_loaded(s: &Server, su: &str, names: &[&str]) -> Value {
+    eventually(&format!("plugins {names:?} loaded"), || {
+        let r = s.req("GET", "/api/plugins", Some(su), None);
+        let mut got: Vec<String> = r.json["plugins"]
+            .as_array()?
+            .iter()
+            .filter_map(|p| p["name"].as_str().map(str::to_owned))
+            .collect();
+        got.sort();
+        let mut want: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+        want.sort();
+        (got == want).then_some(r.json)
+    })
+}
+
+fn rejection(field: &str, code: &str, field_msg: &str, message: &str) -> Value {
+    json!({"status": 400, "message": message,
+           "data": {field: {"code": code, "message": field_msg}}})
+}
+
+fn count(s: &Server, su: &str, coll: &str, filter: &str) -> u64 {
+    let r = s.req(
+        "GET",
+        &format!("/api/collections/{coll}/records?filter={}", enc(filter)),
+        Some(su),
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", r.json);
+    r.json["totalItems"].as_u64().unwrap()
+}
+
+const GRANTS: &str = r#"
+[plugins.audit]
+grants = ["db:write", "kv"]
+[plugins.cleanup]
+grants = ["db:read", "db:write", "kv"]
+[plugins.js-hello]
+memory_mb = 128
+"#;
+
+#[test]
+fn record_hooks_patch_reject_and_run_in_the_transaction_and_after_commit() {
+    let s = server_with(&["slugger", "audit", "js-hello"], GRANTS);
+    let su = s.su_token();
+    posts_schema(&s, &su, json!(""));
+    // The plugins hook `posts`, which did not exist at start: the schema change admits them.
+    let report = wait_loaded(&s, &su, &["audit", "js-hello", "slugger"]);
+    assert_eq!(report["errors"], json!([]), "{report}");
+
+    let posts = "/api/collections/posts/records";
+    // before-create patches: the Rust slugger fills the slug, the JS plugin the note.
+    let r = s.req(
+        "POST",
+        posts,
+        None,
+        Some(&json!({"title": "Hello, World!"})),
+    );
+    assert_eq!(r.status, 200, "{}", r.json);
+    assert_eq!(r.json["slug"], "hello-world");
+    assert_eq!(r.json["note"], "checked by js-hello");
+    let first = r.json["id"].as_str().unwrap().to_owned();
+
+    // Rejections become PocketBase's 400 body, field errors included; nothing is written.
+    let r = s.req("POST", posts, None, Some(&json!({"title": "!!!"})));
+    assert_eq!(
+        r.json,
+        rejection(
+            "title",
+            "validation_slug_empty",
+            "Cannot make a slug from this title.",
+            "Failed to create record."
+        )
+    );
+    let r = s.req(
+        "POST",
+        posts,
+        None,
+        Some(&json!({"title": "ok", "slug": "Bad Slug"})),
+    );
+    assert_eq!(
+        r.json,
+        rejection(
+            "slug",
+            "validation_invalid_slug",
+            "Must be lowercase letters, digits and single dashes.",
+            "Failed to create record."
+        )
+    );
+    let r = s.req("POST", posts, None, Some(&json!({"title": "Buy SPAM now"})));
+    assert_eq!(
+        r.json,
+        rejection(
+            "title",
+            "validation_spam",
+            "Spam is not allowed.",
+            "Failed to create record."
+        )
+    );
+    // An in-transaction rejection rolls the whole write back, audit row included.
+    let r = s.req(
+        "POST",
+        posts,
+        None,
+        Some(&json!({"title": "forbidden-in-tx"})),
+    );
+    assert_eq!(
+        r.json,
+        rejection(
+            "title",
+            "validation_audit",
+            "Refused inside the transaction.",
+            "Failed to create record."
+        )
+    );
+    assert_eq!(count(&s, &su, "posts", "title = 'forbidden-in-tx'"), 0);
+    assert_eq!(count(&s, &su, "posts", ""), 1);
+
+    // The in-transaction hook wrote its audit row atomically with the create.
+    assert_eq!(
+        count(
+            &s,
+            &su,
+            "audit_log",
+            &format!("action = 'create' && record = '{first}'")
+        ),
+        1
+    );
+    assert_eq!(count(&s, &su, "audit_log", ""), 1);
+
+    // before-update: validates a given slug, never regenerates it.
+    let one = format!("{posts}/{first}");
+    let r = s.req("PATCH", &one, None, Some(&json!({"slug": "a--b"})));
+    assert_eq!(
+        r.json,
+        rejection(
+            "slug",
+            "validation_invalid_slug",
+            "Must be lowercase letters, digits and single dashes.",
+            "Failed to update record."
+        )
+    );
+    let r = s.req("PATCH", &one, None, Some(&json!({"title": "Hello again"})));
+    assert_eq!(r.status, 200, "{}", r.json);
+    assert_eq!(r.json["slug"], "hello-world");
+    let r = s.req(
+        "POST",
+        posts,
+        None,
+        Some(&json!({"title": "Second post", "slug": "second"})),
+    );
+    assert_eq!(r.status, 200, "{}", r.json);
+    let second = r.json["id"].as_str().unwrap().to_owned();
+    assert_eq!(s.req("DELETE", &one, None, None).status, 204);
+    assert_eq!(
+        count(
+            &s,
+            &su,
+            "audit_log",
+            &format!("action = 'delete' && record = '{first}'")
+        ),
+        1
+    );
+    assert_eq!(count(&s, &su, "audit_log", ""), 4);
+
+    // after-commit: committed changes only, in commit order, with increasing seq numbers.
+    let stats = eventually("after-commit events", || {
+        let r = s.req("GET", "/api/audit/stats", None, None);
+        (r.json["commits"] == 4).then_some(r.json)
+    });
+    assert_eq!(
+        stats["titles"], "Hello, World!,Hello again,Second post,Hello again",
+        "{stats}"
+    );
+    assert!(stats["lastSeq"].as_i64().unwrap() >= 4, "{stats}");
+    // The refused writes never reached after-commit, even later.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        s.req("GET", "/api/audit/stats", None, None).json["commits"],
+        4
+    );
+    assert_eq!(
+        s.req("GET", &format!("{posts}/{second}"), None, None).json["slug"],
+        "second"
+    );
+}
+
+#[test]
+fn routes_read_under_the_callers_rules_and_never_shadow_native_ones() {
+    let s = server_with(&["posts_api", "js-hello", "route_clash"], GRANTS);
+    let su = s.su_token();
+    posts_schema(&s, &su, json!("owner = @request.auth.id"));
+    let report = wait_loaded(&s, &su, &["js-hello", "posts-api"]);
+    let errors = report["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{report}");
+    assert_eq!(errors[0]["file"], "route_clash.wasm");
+    assert!(
+        errors[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("would shadow the built-in /api/collections routes"),
+        "{report}"
+    );
+
+    let mut users = Vec::new();
+    for n in 0..2 {
+        let email = format!("u{n}@example.com");
+        let r = s.req(
+            "POST",
+            "/api/collections/users/records",
+            Some(&su),
+            Some(&json!({"email": email, "password": "secret12345", "passwordConfirm": "secret12345"})),
+        );
+        assert_eq!(r.status, 200, "{}", r.json);
+        let id = r.json["id"].as_str().unwrap().to_owned();
+        let tok = s.login("users", &email, "secret12345").json["token"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        users.push((id, tok));
+    }
+    for (i, t) in ["alpha one", "alpha two", "beta"].iter().enumerate() {
+        let owner = &users[i % 2].0;
+        let r = s.req(
+            "POST",
+            "/api/collections/posts/records",
+            Some(&su),
+            Some(&json!({"title": t, "owner": owner})),
+        );
+        assert_eq!(r.status, 200, "{}", r.json);
+    }
+
+    // find-records under the caller's listRule: a guest sees nothing, each user their own.
+    let r = s.req("GET", "/api/posts-api/search?q=alpha", None, None);
+    assert_eq!(
+        (r.status, r.json["count"].clone()),
+        (200, json!(0)),
+        "{}",
+        r.json
+    );
+    let r = s.req(
+        "GET",
+        "/api/posts-api/search?q=alpha",
+        Some(&users[0].1),
+        None,
+    );
+    assert_eq!(r.json["count"], 1, "{}", r.json);
+    assert_eq!(r.json["items"][0]["title"], "alpha one");
+    let r = s.req("GET", "/api/posts-api/search?q=alpha", Some(&su), None);
+    assert_eq!(r.json["count"], 2, "{}", r.json);
+    // A placeholder value cannot change the filter's shape.
+    let r = s.req(
+        "GET",
+        &format!("/api/posts-api/search?q={}", enc("\" || id != \"")),
+        Some(&su),
+        None,
+    );
+    assert_eq!(r.json["count"], 0, "{}", r.json);
+
+    // require-auth is enforced by the host, with PocketBase's 401.
+    let r = s.req("GET", "/api/posts-api/mine", None, None);
+    assert_eq!(
+        (r.status, r.json.clone()),
+        (
+            401,
+            err(
+                401,
+                "The request requires valid record authorization token."
+            )
+        )
+    );
+    let r = s.req("GET", "/api/posts-api/mine", Some(&users[1].1), None);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json["count"], 1, "{}", r.json);
+    assert_eq!(r.json["user"], users[1].0);
+
+    // Bodies and headers both ways.
+    let r = s.raw(
+        "POST",
+        "/api/posts-api/echo",
+        None,
+        Some(("application/json", br#"{"x":1}"#)),
+    );
+    assert_eq!(r.status, 201);
+    assert_eq!(r.header("x-plugin"), Some("posts-api"));
+    assert_eq!(r.json, json!({"x": 1}));
+
+    // The JS plugin's route reads through db.find-records too.
+    let r = s.req("GET", "/api/js-hello/greet/bob", Some(&su), None);
+    assert_eq!(
+        r.json,
+        json!({"hello": "bob", "lang": "js", "posts": 3}),
+        "{}",
+        r.json
+    );
+
+    // Native routes stay native; unknown paths keep PocketBase's answers.
+    let r = s.req("GET", "/api/collections/posts/records", Some(&su), None);
+    assert_eq!(r.json["totalItems"], 3);
+    assert_eq!(
+        s.req("GET", "/api/nothing-here", None, None).json,
+        err(404, "File not found.")
+    );
+    assert_eq!(
+        s.req("POST", "/api/nothing-here", None, None).json,
+        err(404, "The requested resource wasn't found.")
+    );
+    // Superusers only.
+    assert_eq!(s.req("GET", "/api/plugins", None, None).status, 401);
+    assert_eq!(
+        s.req("GET", "/api/plugins", Some(&users[0].1), None).status,
+        403
+    );
+}
+
+#[test]
+fn cron_jobs_are_listed_and_run_on_demand_through_the_crons_api() {
+    let s = server_with(&["cleanup"], GRANTS);
+    let su = s.su_token();
+    posts_schema(&s, &su, json!(""));
+    wait_loaded(&s, &su, &["cleanup"]);
+
+    let r = s.req("GET", "/api/crons", Some(&su), None);
+    assert_eq!(
+        r.json,
+        json!([{"id": "cleanup_drafts", "expression": "0 3 * * *"}])
+    );
+    assert_eq!(s.req("GET", "/api/crons", None, None).status, 401);
+    assert_eq!(
+        s.req("POST", "/api/crons/nope", Some(&su), None).json,
+        err(404, "Missing or invalid cron job.")
+    );
+    for (t, st) in [
+        ("a", "draft"),
+        ("b", "draft"),
+        ("c", "published"),
+        ("d", "draft"),
+    ] {
+        let r = s.req(
+            "POST",
+            "/api/collections/posts/records",
+            None,
+            Some(&json!({"title": t, "status": st})),
+        );
+        assert_eq!(r.status, 200);
+    }
+    assert_eq!(
+        s.req("GET", "/api/cleanup/stats", None, None).json,
+        json!({"runs": 0, "lastDeleted": 0})
+    );
+    assert_eq!(
+        s.req("POST", "/api/crons/cleanup_drafts", Some(&su), None)
+            .status,
+        204
+    );
+    let stats = eventually("the job to finish", || {
+        let r = s.req("GET", "/api/cleanup/stats", None, None);
+        (r.json["runs"] == 1).then_some(r.json)
+    });
+    assert_eq!(stats, json!({"runs": 1, "lastDeleted": 3}));
+    assert_eq!(count(&s, &su, "posts", ""), 1);
+    assert_eq!(count(&s, &su, "posts", "status = 'published'"), 1);
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn limits_stop_loops_memory_bombs_and_panics_and_the_sandbox_holds() {
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed_port = probe.local_addr().unwrap().port();
+    drop(probe);
+    let toml = r#"
+[plugins.misbehave]
+grants = ["db:read"]
+memory_mb = 32
+route_timeout_ms = 300
+hook_timeout_ms = 100
+"#;
+    let s = server_with(&["misbehave", "fetcher"], toml);
+    let su = s.su_token();
+    posts_schema(&s, &su, json!(""));
+    // fetcher wants "http", which this pb.toml does not grant: refused with the reason.
+    let report = wait_loaded(&s, &su, &["misbehave"]);
+    assert!(
+        report["errors"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("wants \"http\", which pb.toml does not grant"),
+        "{report}"
+    );
+
+    let failed = err(400, "Something went wrong while processing your request.");
+    // A busy loop is stopped at its budget; the server keeps answering meanwhile.
+    let addr = s.addr.clone();
+    let health = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        let t = Instant::now();
+        let ok = ureq::get(format!("http://{addr}/api/health"))
+            .call()
+            .map(|r| r.status().as_u16())
+            .unwrap_or(0);
+        (ok, t.elapsed())
+    });
+    let t = Instant::now();
+    let r = s.req("GET", "/api/misbehave/loop", None, None);
+    let took = t.elapsed();
+    assert_eq!(r.json, failed);
+    assert!(
+        took < Duration::from_millis(300 + 100),
+        "the loop ran {took:?} against a 300 ms budget"
+    );
+    let (code, waited) = health.join().unwrap();
+    assert_eq!(code, 200);
+    assert!(
+        waited < Duration::from_millis(200),
+        "health waited {waited:?} behind the loop"
+    );
+
+    // A memory bomb stops at its cap; a panic and a trap are contained.
+    let before = rss_kib(s.pid());
+    for what in ["alloc", "panic", "trap", "alloc"] {
+        let r = s.req("GET", &format!("/api/misbehave/{what}"), None, None);
+        assert_eq!(r.json, failed, "{what}");
+    }
+    let after = rss_kib(s.pid());
+    let report = s.req("GET", "/api/plugins", Some(&su), None).json;
+    let p = &report["plugins"][0];
+    assert!(p["failures"].as_u64().unwrap() >= 5, "{report}");
+    assert!(
+        after < before + 64 * 1024,
+        "RSS grew from {before} to {after} KiB"
+    );
+    let r = s.req("GET", "/api/misbehave/ok", None, None);
+    assert_eq!((r.status, r.json.clone()), (200, json!({"ok": true})));
+
+    // No environment, no filesystem, a frozen clock (no "clock" grant), no network.
+    let r = s.req("GET", "/api/misbehave/env", None, None);
+    assert_eq!(r.json["envVars"], 0, "{}", r.json);
+    assert_eq!(r.json["fsReadable"], false, "{}", r.json);
+    assert_eq!(r.json["clockAfter2001"], false, "{}", r.json);
+    let r = s.req(
+        "GET",
+        &format!(
+            "/api/misbehave/fetch?url={}",
+            enc(&format!("http://{}/api/health", s.addr))
+        ),
+        None,
+        None,
+    );
+    assert_eq!(r.json["ok"], false, "{}", r.json);
+    assert!(
+        r.json["error"]
+            .as_str()
+            .unwrap()
+            .contains("no \"http\" grant"),
+        "{}",
+        r.json
+    );
+
+    // Hooks: a looping or panicking before-create refuses the write, and writes nothing.
+    for t in ["hook-loop", "hook-panic", "hook-alloc"] {
+        let r = s.req(
+            "POST",
+            "/api/collections/posts/records",
+            None,
+            Some(&json!({"title": t})),
+        );
+        assert_eq!(r.json, err(400, "Failed to create record."), "{t}");
+    }
+    assert_eq!(count(&s, &su, "posts", ""), 0);
+    let r = s.req(
+        "POST",
+        "/api/collections/posts/records",
+        None,
+        Some(&json!({"title": "fine"})),
+    );
+    assert_eq!(r.status, 200);
+
+    // Outbound HTTP: only with the grant, only to http_allow.
+    let grant = format!(
+        "{toml}\n[plugins.fetcher]\ngrants = [\"http\"]\nhttp_allow = [\"{}\"]\n",
+        s.addr
+    );
+    std::fs::write(s.data_dir().parent().unwrap().join("pb.toml"), grant).unwrap();
+    wait_loaded(&s, &su, &["fetcher", "misbehave"]);
+    let r = s.req(
+        "GET",
+        &format!(
+            "/api/fetcher/fetch?url={}",
+            enc(&format!("http://{}/api/health", s.addr))
+        ),
+        None,
+        None,
+    );
+    assert_eq!(
+        (r.json["ok"].clone(), r.json["status"].clone()),
+        (json!(true), json!(200)),
+        "{}",
+        r.json
+    );
+    let r = s.req(
+        "GET",
+        &format!(
+            "/api/fetcher/fetch?url={}",
+            enc(&format!("http://127.0.0.1:{closed_port}/"))
+        ),
+        None,
+        None,
+    );
+    assert_eq!(r.json["ok"], false);
+    assert!(
+        r.json["error"]
+            .as_str()
+            .unwrap()
+            .contains("not in http_allow"),
+        "{}",
+        r.json
+    );
+}
+
+#[test]
+fn bad_files_are_refused_with_a_reason_and_the_server_keeps_serving() {
+    let s = server_with(&["old_abi", "bad_manifest", "cleanup", "slugger"], "");
+    let pdir = plugins_dir(&s);
+    std::fs::write(pdir.join("junk.wasm"), b"this is not wasm").unwrap();
+    std::fs::write(pdir.join("core.wasm"), b"\0asm\x01\0\0\0").unwrap();
+    let su = s.su_token();
+    posts_schema(&s, &su, json!(""));
+    let report = wait_loaded(&s, &su, &["slugger"]);
+    let errors: Vec<(String, String)> = eventually("every refusal reported", || {
+        let r = s.req("GET", "/api/plugins", Some(&su), None).json;
+        let e: Vec<(String, String)> = r["errors"]
+            .as_array()?
+            .iter()
+            .map(|e| {
+                (
+                    e["file"].as_str().unwrap().to_owned(),
+                    e["error"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        (e.len() == 5).then_some(e)
+    });
+    let find = |f: &str| {
+        errors
+            .iter()
+            .find(|(n, _)| n == f)
+            .map(|(_, e)| e.clone())
+            .unwrap_or_else(|| panic!("{f} in {errors:?} ({report})"))
+    };
+    assert!(find("junk.wasm").contains("not a wasm component"));
+    assert!(find("core.wasm").contains("a core wasm module, not a component"));
+    assert!(find("old_abi.wasm").contains("not a ferrobase:plugin@0.1.0 component"));
+    assert!(find("bad_manifest.wasm").contains("hooks unknown collection \"no_such_collection\""));
+    assert!(find("cleanup.wasm").contains("wants \"db:write\", which pb.toml does not grant"));
+    // The one good plugin works.
+    let r = s.req(
+        "POST",
+        "/api/collections/posts/records",
+        None,
+        Some(&json!({"title": "Still Fine"})),
+    );
+    assert_eq!(r.json["slug"], "still-fine");
+}
+
+/// A copy of a component with a custom section appended: same behaviour, another version.
+fn variant(src: &Path, n: u32) -> Vec<u8> {
+    let mut b = std::fs::read(src).unwrap();
+    let name = b"ferrobase-test";
+    let payload = n.to_le_bytes();
+    let size = 1 + name.len() + payload.len();
+    b.push(0); // custom section
+    b.push(u8::try_from(size).unwrap());
+    b.push(u8::try_from(name.len()).unwrap());
+    b.extend_from_slice(name);
+    b.extend_from_slice(&payload);
+    b
+}
+
+#[test]
+fn hot_reload_swaps_versions_under_load_without_failing_a_request() {
+    let s = server_with(&["slugger"], GRANTS);
+    let su = s.su_token();
+    posts_schema(&s, &su, json!(""));
+    wait_loaded(&s, &su, &["slugger"]);
+    let target = plugins_dir(&s).join("slugger.wasm");
+    let src = wasm("slugger");
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut load = Vec::new();
+    for w in 0..3 {
+        let addr = s.addr.clone();
+        let stop = std::sync::Arc::clone(&stop);
+        load.push(std::thread::spawn(move || {
+            let agent: ureq::Agent = ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .build()
+                .into();
+            let (mut ok, mut bad) = (0u32, Vec::new());
+            let mut i = 0u32;
+            // Bounded: until told to stop, and never more than 20 000 requests.
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && i < 20_000 {
+                i += 1;
+                let title = format!("Load {w} {i}");
+                let r = agent
+                    .post(format!("http://{addr}/api/collections/posts/records"))
+                    .send_json(json!({"title": title}));
+                match r {
+                    Ok(mut r) if r.status() == 200 => {
+                        let v: Value = r.body_mut().read_json().unwrap();
+                        if v["slug"] == format!("load-{w}-{i}") {
+                            ok += 1
+                        } else {
+                            bad.push(v.to_string())
+                        }
+                    }
+                    Ok(mut r) => bad.push(format!(
+                        "{} {}",
+                        r.status(),
+                        r.body_mut().read_to_string().unwrap_or_default()
+                    )),
+                    Err(e) => bad.push(e.to_string()),
+                }
+                let _ = agent
+                    .get(format!(
+                        "http://{addr}/api/collections/posts/records?perPage=5"
+                    ))
+                    .call();
+            }
+            (ok, bad)
+        }));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let rss_start = rss_kib(s.pid());
+    let swaps = 12;
+    for n in 1..=swaps {
+        // Write then rename, as a deploy would; the watcher debounces and swaps.
+        let tmp = target.with_extension("tmp");
+        std::fs::write(&tmp, variant(&src, n)).unwrap();
+        std::fs::rename(&tmp, &target).unwrap();
+        let want = {
+            let b = variant(&src, n);
+            use sha2::Digest;
+            let d = sha2::Sha256::digest(&b);
+            d[..8]
+                .iter()
+                .map(|x| format!("{x:02x}"))
+                .collect::<String>()
+        };
+        eventually(&format!("version {n} serving"), || {
+            let r = s.req("GET", "/api/plugins", Some(&su), None);
+            (r.json["plugins"][0]["hash"] == want.as_str()).then_some(())
+        });
+    }
+    // A broken new file is logged and the old version keeps serving.
+    std::fs::write(target.with_extension("tmp"), b"garbage").unwrap();
+    std::fs::rename(target.with_extension("tmp"), &target).unwrap();
+    let report = eventually("the broken file reported", || {
+        let r = s.req("GET", "/api/plugins", Some(&su), None).json;
+        (r["errors"].as_array()?.len() == 1).then_some(r)
+    });
+    assert_eq!(report["plugins"][0]["name"], "slugger", "{report}");
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let rss_end = rss_kib(s.pid());
+    let mut total = 0;
+    for t in load {
+        let (ok, bad) = t.join().unwrap();
+        assert!(
+            bad.is_empty(),
+            "failed requests during reload: {:?}",
+            &bad[..bad.len().min(5)]
+        );
+        total += ok;
+    }
+    assert!(total > 0);
+    let history = report["history"].as_array().unwrap();
+    let loads = history.iter().filter(|h| h["outcome"] == "loaded").count();
+    assert!(loads >= swaps as usize, "{report}");
+    // Memory stays flat: old versions are freed once their calls finish.
+    assert!(
+        rss_end < rss_start + 48 * 1024,
+        "RSS {rss_start} -> {rss_end} KiB over {swaps} swaps"
+    );
+    let r = s.req(
+        "POST",
+        "/api/collections/posts/records",
+        None,
+        Some(&json!({"title": "After All"})),
+    );
+    assert_eq!(r.json["slug"], "after-all");
+
+    // Removing the file unloads the plugin.
+    std::fs::remove_file(&target).unwrap();
+    wait_loaded(&s, &su, &[]);
+    let r = s.req(
+        "POST",
+        "/api/collections/posts/records",
+        None,
+        Some(&json!({"title": "No Plugin"})),
+    );
+    assert_eq!(r.json["slug"], "");
+}
