@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls this and nothing weaker).
 #   scripts/test.sh
-# Steps: format and lint; build once in release; the reference PocketBase into .venv-ref (for the
-# pb_data compatibility test); every Rust test; then the PocketBase conformance suite from
+# Steps: format and lint; build once in release; build the plugins (Rust for wasm32-wasip2, the JS
+# one with componentize-js from npm); the reference PocketBase into .venv-ref (for the pb_data
+# compatibility and differential tests); every Rust test (the plugin tests load the built plugins); then the PocketBase conformance suite from
 # ../shared/conformance when it exists (a user's clone without it skips that step with a message).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,6 +25,12 @@ cargo clippy --workspace --all-targets --release -- -D warnings
 step "build the server once (release); every suite below reuses this binary"
 cargo build --release -p ferrobase
 BIN="$ROOT/target/release/ferrobase"
+
+step "plugins: the Rust examples and fixtures (wasm32-wasip2), lint included, and the JS example"
+cargo fmt --manifest-path plugins/Cargo.toml --all --check
+cargo clippy --manifest-path plugins/Cargo.toml --workspace --release --target wasm32-wasip2 -- -D warnings
+cargo build --manifest-path plugins/Cargo.toml --release --target wasm32-wasip2
+(cd plugins/js-hello && npm ci --no-audit --no-fund --loglevel=error && node build.mjs)
 
 step "reference PocketBase 0.40.6 for the pb_data compatibility test"
 REF_VERSION=0.40.6

@@ -2,6 +2,7 @@
 //! wasm32-wasip2, the JS one with componentize-js), dropped into a real server's plugins
 //! folder, and every behaviour is checked through HTTP.
 
+#[allow(dead_code)] // each test binary uses its own part of the helpers
 mod common;
 
 use common::{Server, enc, err};

@@ -179,7 +179,7 @@ impl<'a> RequestCtx<'a> {
     }
 
     /// The same request, made by the server itself.
-    pub(crate) fn as_system(mut self, system: bool) -> Self {
+    pub(crate) fn made_by_system(mut self, system: bool) -> Self {
         self.system = system;
         self
     }

@@ -124,7 +124,7 @@ impl Services for ApiServices {
             let sel = {
                 let (method, headers, q) = (Method::GET, HeaderMap::new(), Map::new());
                 let req = RequestCtx::new(who.as_ref(), &method, &headers, &q, None)
-                    .as_system(facts.system);
+                    .made_by_system(facts.system);
                 let mut query = Query::new(&schema, &c, req.info());
                 if !req.is_superuser() {
                     match &c.rules.list {
@@ -183,7 +183,7 @@ impl Services for ApiServices {
             let rule = {
                 let (method, headers, q) = (Method::GET, HeaderMap::new(), Map::new());
                 let req = RequestCtx::new(who.as_ref(), &method, &headers, &q, None)
-                    .as_system(facts.system);
+                    .made_by_system(facts.system);
                 if req.is_superuser() {
                     None
                 } else {

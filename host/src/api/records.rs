@@ -19,7 +19,7 @@ use crate::schema::value::{
     self, Modifier, Stored, apply_modifier, coerce, from_stored, split_modifier, zero,
 };
 use crate::schema::{Collection, FieldType, SUPERUSERS_ID, Schema, ids};
-use crate::store::{StoreError, StoreRecord, records as store_records};
+use crate::store::{OnCommit, StoreError, StoreRecord, records as store_records};
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, Method, StatusCode};
@@ -909,7 +909,7 @@ impl Writer<'_> {
             .map_err(|e| validation_error(MSG_CREATE_FAILED, e))?;
 
         let req = RequestCtx::new(self.who, self.method, self.headers, self.q, Some(data))
-            .as_system(self.system);
+            .made_by_system(self.system);
         let rule = rule_condition(&state.store.schema(), c, &c.rules.create, &req)?;
         hash_passwords(c, &mut draft).await?;
         let row = to_row(c, &draft, None);
@@ -975,7 +975,7 @@ impl Writer<'_> {
         c: &Arc<Collection>,
         action: Action,
         previous: Option<PluginRecord>,
-    ) -> Option<Box<dyn FnOnce(&WriteOutcome) + Send>> {
+    ) -> Option<OnCommit<WriteOutcome>> {
         let s = slots?;
         if s.after_commit.is_empty() {
             return None;
@@ -1017,7 +1017,7 @@ impl Writer<'_> {
         }
         let superuser = self.superuser();
         let req = RequestCtx::new(self.who, self.method, self.headers, self.q, Some(data))
-            .as_system(self.system);
+            .made_by_system(self.system);
         let rule = rule_condition(&state.store.schema(), c, &c.rules.update, &req)?;
 
         let c2 = Arc::clone(c);
@@ -1167,7 +1167,7 @@ impl Writer<'_> {
             ));
         }
         let req = RequestCtx::new(self.who, self.method, self.headers, self.q, None)
-            .as_system(self.system);
+            .made_by_system(self.system);
         let rule = rule_condition(&state.store.schema(), c, &c.rules.delete, &req)?;
         let schema = state.store.schema();
         let reg = state.plugins.registry();

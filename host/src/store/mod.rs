@@ -88,6 +88,9 @@ pub(crate) struct StoreConfig {
     pub n_readers: usize,
 }
 
+/// Run on the writer right after the COMMIT that made a write's result durable.
+pub(crate) type OnCommit<R> = Box<dyn FnOnce(&R) + Send>;
+
 /// What a batched job hands back: called once the batch's fate is known (true = committed), to
 /// deliver the job's result to its caller.
 type Finish = Box<dyn FnOnce(bool) + Send>;
@@ -387,11 +390,7 @@ impl Store {
     /// `write`, plus `on_commit`: run on the writer right after the COMMIT that made `f`'s
     /// result durable (never for a failed or rolled-back write), before anyone hears back.
     /// Jobs commit in queue order, so these run in commit order.
-    pub(crate) async fn write_then<R, F>(
-        &self,
-        f: F,
-        on_commit: Option<Box<dyn FnOnce(&R) + Send>>,
-    ) -> Result<R>
+    pub(crate) async fn write_then<R, F>(&self, f: F, on_commit: Option<OnCommit<R>>) -> Result<R>
     where
         F: FnOnce(&mut Connection) -> Result<R> + Send + 'static,
         R: Send + 'static,
