@@ -281,6 +281,58 @@ mod tests {
         assert_eq!(shipped.store.dir, d.store.dir);
         assert_eq!(shipped.store.cache_size_kib, d.store.cache_size_kib);
         assert_eq!(shipped.limits.page_size_max, d.limits.page_size_max);
+        let (p, dp) = (&shipped.plugins, &d.plugins);
+        assert_eq!(
+            (
+                p.dir.clone(),
+                p.hot_reload,
+                p.epoch_tick_ms,
+                p.max_concurrent_calls
+            ),
+            (
+                dp.dir.clone(),
+                dp.hot_reload,
+                dp.epoch_tick_ms,
+                dp.max_concurrent_calls
+            )
+        );
+        assert_eq!(p.default_grants, dp.default_grants);
+        assert_eq!(
+            (
+                p.memory_mb,
+                p.hook_timeout_ms,
+                p.in_tx_timeout_ms,
+                p.route_timeout_ms,
+                p.job_timeout_ms
+            ),
+            (
+                dp.memory_mb,
+                dp.hook_timeout_ms,
+                dp.in_tx_timeout_ms,
+                dp.route_timeout_ms,
+                dp.job_timeout_ms
+            )
+        );
+        assert_eq!(
+            (p.max_instances, p.max_calls_per_instance),
+            (dp.max_instances, dp.max_calls_per_instance)
+        );
+        assert!(p.each.is_empty(), "the example sections are comments");
+    }
+
+    #[test]
+    fn plugin_sections_override_the_defaults_and_typos_are_refused() {
+        let c: Config = toml::from_str(
+            "[plugins]\nmemory_mb = 32\n[plugins.slugger]\ngrants = [\"kv\"]\nhook_timeout_ms = 5\n[plugins.slugger.config]\nk = \"v\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.plugins.memory_mb, 32);
+        let e = &c.plugins.each["slugger"];
+        assert_eq!(e.grants.as_deref(), Some(&["kv".to_owned()][..]));
+        assert_eq!((e.hook_timeout_ms, e.config["k"].as_str()), (Some(5), "v"));
+        // A misspelt global key reads as a plugin section and fails to parse as one.
+        assert!(toml::from_str::<Config>("[plugins]\nmemroy_mb = 3\n").is_err());
+        assert!(toml::from_str::<Config>("[plugins.x]\ngrant = []\n").is_err());
     }
 
     #[test]

@@ -549,9 +549,26 @@ hook_timeout_ms = 100
 
     // A memory bomb stops at its cap; a panic and a trap are contained.
     let before = rss_kib(s.pid());
-    for what in ["alloc", "panic", "trap", "alloc"] {
+    let last_error = || {
+        s.req("GET", "/api/plugins", Some(&su), None).json["plugins"][0]["lastError"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned()
+    };
+    assert!(
+        last_error().contains("stopped after its 300 ms budget"),
+        "{}",
+        last_error()
+    );
+    for (what, why) in [
+        ("alloc", "stopped at its memory cap of 32 MiB"),
+        ("panic", "trapped"),
+        ("trap", "trapped"),
+        ("alloc", "stopped at its memory cap of 32 MiB"),
+    ] {
         let r = s.req("GET", &format!("/api/misbehave/{what}"), None, None);
         assert_eq!(r.json, failed, "{what}");
+        assert!(last_error().contains(why), "{what}: {}", last_error());
     }
     let after = rss_kib(s.pid());
     let report = s.req("GET", "/api/plugins", Some(&su), None).json;
@@ -831,4 +848,37 @@ fn hot_reload_swaps_versions_under_load_without_failing_a_request() {
         Some(&json!({"title": "No Plugin"})),
     );
     assert_eq!(r.json["slug"], "");
+}
+
+#[test]
+fn the_global_cap_queues_plugin_calls_instead_of_running_them_all_at_once() {
+    let toml = r#"
+max_concurrent_calls = 1
+[plugins.misbehave]
+route_timeout_ms = 400
+"#;
+    // `max_concurrent_calls` belongs to [plugins], which `server_with` opens first.
+    let s = server_with(&["misbehave"], toml);
+    let su = s.su_token();
+    posts_schema(&s, &su, json!(""));
+    wait_loaded(&s, &su, &["misbehave"]);
+    let addr = s.addr.clone();
+    let start = Instant::now();
+    let looping = std::thread::spawn(move || {
+        let _ = ureq::get(format!("http://{addr}/api/misbehave/loop")).call();
+        start.elapsed()
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let r = s.req("GET", "/api/misbehave/ok", None, None);
+    let ok_done = start.elapsed();
+    let loop_done = looping.join().unwrap();
+    assert_eq!(r.json, json!({"ok": true}));
+    // The second call, sent at 100 ms, waited for the only permit until the loop was stopped
+    // at its 400 ms budget.
+    assert!(
+        ok_done >= Duration::from_millis(390) && loop_done >= Duration::from_millis(390),
+        "ok at {ok_done:?}, loop at {loop_done:?}"
+    );
+    // Native routes never wait for plugins.
+    assert_eq!(s.req("GET", "/api/health", None, None).status, 200);
 }

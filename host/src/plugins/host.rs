@@ -124,11 +124,6 @@ impl HostState {
         self.facts = Arc::new(CallFacts::default());
     }
 
-    /// Whether the last failure was the memory cap.
-    pub(crate) fn limits_hit(&self) -> bool {
-        false
-    }
-
     fn nested_facts(&self) -> CallFacts {
         let mut f = (*self.facts).clone();
         f.depth = f.depth.saturating_add(1);

@@ -724,7 +724,7 @@ fn classify(e: &wasmtime::Error, store: &WStore<HostState>, budget: Duration) ->
     if msg.contains("outlived the budget") {
         return CallError::Timeout(budget);
     }
-    if store.data().limits_hit() || msg.contains("forcing trap when growing memory") {
+    if msg.contains("forcing trap when growing memory") {
         return CallError::OutOfMemory(store.data().env.settings.memory);
     }
     CallError::Trap(msg)
