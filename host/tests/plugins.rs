@@ -439,10 +439,10 @@ fn routes_read_under_the_callers_rules_and_never_shadow_native_ones() {
 
 #[test]
 fn cron_jobs_are_listed_and_run_on_demand_through_the_crons_api() {
-    let s = server_with(&["cleanup"], GRANTS);
+    let s = server_with(&["cleanup", "audit"], GRANTS);
     let su = s.su_token();
     posts_schema(&s, &su, json!(""));
-    wait_loaded(&s, &su, &["cleanup"]);
+    wait_loaded(&s, &su, &["audit", "cleanup"]);
 
     let r = s.req("GET", "/api/crons", Some(&su), None);
     assert_eq!(
@@ -484,6 +484,13 @@ fn cron_jobs_are_listed_and_run_on_demand_through_the_crons_api() {
     assert_eq!(stats, json!({"runs": 1, "lastDeleted": 3}));
     assert_eq!(count(&s, &su, "posts", ""), 1);
     assert_eq!(count(&s, &su, "posts", "status = 'published'"), 1);
+    // The job's deletes went through the record path: another plugin's hooks saw them.
+    assert_eq!(count(&s, &su, "audit_log", "action = 'delete'"), 3);
+    let audit = eventually("after-commit of the job's deletes", || {
+        let r = s.req("GET", "/api/audit/stats", None, None);
+        (r.json["commits"] == 7).then_some(r.json)
+    });
+    assert_eq!(audit["titles"], "a,b,c,d,a,b,d", "{audit}");
 }
 
 fn rss_kib(pid: u32) -> u64 {
