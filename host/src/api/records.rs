@@ -1084,7 +1084,6 @@ impl Writer<'_> {
         if c.is_auth() {
             auth_update_checks(
                 c,
-                self.who,
                 superuser,
                 data,
                 &mut draft,
@@ -1355,10 +1354,8 @@ async fn respond_written(
 
 /// Auth records: password changes need `oldPassword` (except for superusers) and rotate the
 /// tokenKey; only superusers change `email` and `verified` directly.
-#[allow(clippy::too_many_arguments)]
 async fn auth_update_checks(
     c: &Collection,
-    _who: Option<&Caller>,
     superuser: bool,
     data: &Map<String, Value>,
     draft: &mut Draft,

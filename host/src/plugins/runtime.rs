@@ -197,7 +197,10 @@ fn wasmparser_is_component(b: &[u8]) -> bool {
     b.len() >= 8 && &b[0..4] == b"\0asm" && b[6..8] == [0x01, 0x00]
 }
 
-#[allow(unsafe_code)]
+#[allow(
+    unsafe_code,
+    reason = "mapping precompiled machine code is unsafe by nature; see SAFETY"
+)]
 fn load_cached(engine: &Engine, path: &Path) -> wasmtime::Result<Component> {
     // SAFETY: the file was written by `Runtime::compile` from `precompile_component` of this
     // engine's settings (its name carries the engine's compatibility hash) and is renamed into
