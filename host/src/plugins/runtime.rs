@@ -161,11 +161,15 @@ impl Runtime {
             let tmp = self
                 .cache_dir
                 .join(format!("{key}.tmp{}", std::process::id()));
-            if std::fs::write(&tmp, &compiled).is_ok() {
-                let _ = std::fs::rename(&tmp, &path);
+            // Compiled once: the machine code is loaded back from the cache file.
+            if std::fs::write(&tmp, &compiled).is_ok()
+                && std::fs::rename(&tmp, &path).is_ok()
+                && let Ok(c) = load_cached(&self.engine, &path)
+            {
+                return Ok((c, false));
             }
         }
-        let c = Component::new(&self.engine, bytes)
+        let c = load_compiled(&self.engine, &compiled)
             .map_err(|e| format!("invalid component: {}", root_message(&e)))?;
         Ok((c, false))
     }
@@ -206,6 +210,15 @@ fn load_cached(engine: &Engine, path: &Path) -> wasmtime::Result<Component> {
     // engine's settings (its name carries the engine's compatibility hash) and is renamed into
     // place only when complete; wasmtime also checks the header against the engine.
     unsafe { Component::deserialize_file(engine, path) }
+}
+
+#[allow(
+    unsafe_code,
+    reason = "loading precompiled machine code is unsafe by nature; see SAFETY"
+)]
+fn load_compiled(engine: &Engine, compiled: &[u8]) -> wasmtime::Result<Component> {
+    // SAFETY: `compiled` came from `precompile_component` on this very engine a moment ago.
+    unsafe { Component::deserialize(engine, compiled) }
 }
 
 /// The innermost message of a wasmtime error chain (the useful part for a log line).
