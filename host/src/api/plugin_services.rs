@@ -233,6 +233,7 @@ impl Services for ApiServices {
                 headers: &headers,
                 q: &q,
                 depth,
+                remote_ip: None,
             };
             let saved = wr.create(&c, &data).await.map_err(failure)?;
             Ok(PluginRecord::from_stored(&c, &saved))
@@ -262,6 +263,7 @@ impl Services for ApiServices {
                 headers: &headers,
                 q: &q,
                 depth,
+                remote_ip: None,
             };
             let saved = wr.update(&c, id, &data).await.map_err(failure)?;
             Ok(PluginRecord::from_stored(&c, &saved))
@@ -290,6 +292,7 @@ impl Services for ApiServices {
                 headers: &headers,
                 q: &q,
                 depth,
+                remote_ip: None,
             };
             wr.delete(&c, id).await.map_err(failure)
         })

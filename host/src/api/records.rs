@@ -20,12 +20,14 @@ use crate::schema::value::{
 };
 use crate::schema::{Collection, FieldType, SUPERUSERS_ID, Schema, ids};
 use crate::store::{OnCommit, StoreError, StoreRecord, records as store_records};
+use axum::Extension;
 use axum::body::Body;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{ConnectInfo, Path, RawQuery, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 const MSG_CREATE_FAILED: &str = "Failed to create record.";
@@ -648,11 +650,16 @@ async fn write_request(
     })
 }
 
+#[allow(
+    clippy::too_many_arguments,
+    reason = "an axum handler: one argument per extractor"
+)]
 pub(crate) async fn create(
     State(state): State<Shared>,
     Path(key): Path<String>,
     method: Method,
     uri: axum::http::Uri,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
     body: Body,
@@ -676,6 +683,7 @@ pub(crate) async fn create(
         headers: &headers,
         q: &q,
         depth: 0,
+        remote_ip: peer.map(|Extension(ConnectInfo(a))| a.ip().to_string()),
     };
     let saved = w.create(&c, &data).await?;
     respond_written(
@@ -703,6 +711,8 @@ pub(crate) struct Writer<'a> {
     pub q: &'a Map<String, Value>,
     /// Plugin calls this write is nested in.
     pub depth: u8,
+    /// The client's address, for plugins' `remote-ip`.
+    pub remote_ip: Option<String>,
 }
 
 /// A rejection from a plugin as PocketBase's error body.
@@ -767,7 +777,7 @@ impl Writer<'_> {
                 .iter()
                 .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
                 .collect(),
-            remote_ip: None,
+            remote_ip: self.remote_ip.clone(),
             caller: self
                 .who
                 .map(|w| Arc::new(w.clone()) as Arc<dyn std::any::Any + Send + Sync>),
@@ -1239,11 +1249,16 @@ impl Writer<'_> {
     }
 }
 
+#[allow(
+    clippy::too_many_arguments,
+    reason = "an axum handler: one argument per extractor"
+)]
 pub(crate) async fn update(
     State(state): State<Shared>,
     Path((key, id)): Path<(String, String)>,
     method: Method,
     uri: axum::http::Uri,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
     body: Body,
@@ -1267,6 +1282,7 @@ pub(crate) async fn update(
         headers: &headers,
         q: &q,
         depth: 0,
+        remote_ip: peer.map(|Extension(ConnectInfo(a))| a.ip().to_string()),
     };
     let saved = w.update(&c, id, &data).await?;
     respond_written(
@@ -1437,6 +1453,7 @@ pub(crate) async fn delete(
     Path((key, id)): Path<(String, String)>,
     method: Method,
     uri: axum::http::Uri,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> ApiResult<Response> {
@@ -1452,6 +1469,7 @@ pub(crate) async fn delete(
         headers: &headers,
         q: &q,
         depth: 0,
+        remote_ip: peer.map(|Extension(ConnectInfo(a))| a.ip().to_string()),
     };
     w.delete(&c, id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
