@@ -630,6 +630,18 @@ hook_timeout_ms = 100
         Some(&json!({"title": "fine"})),
     );
     assert_eq!(r.status, 200);
+    // The call context carries the request's facts.
+    let r = s.req(
+        "POST",
+        "/api/collections/posts/records",
+        None,
+        Some(&json!({"title": "hook-context"})),
+    );
+    assert_eq!(
+        r.json["note"], "POST /api/collections/posts/records 127.0.0.1",
+        "{}",
+        r.json
+    );
 
     // Outbound HTTP: only with the grant, only to http_allow.
     let grant = format!(

@@ -38,8 +38,18 @@ impl Plugin for Misbehave {
             .wants(&["db:read"])
     }
 
-    fn before_create(_ctx: &Context, pending: &Record) -> Result<Verdict, Rejection> {
+    fn before_create(ctx: &Context, pending: &Record) -> Result<Verdict, Rejection> {
         match pending.text("title") {
+            // Echo the call context into the record, to show what a hook sees.
+            Some("hook-context") => Ok(Verdict::proceed().set(
+                "note",
+                format!(
+                    "{} {} {}",
+                    ctx.method().unwrap_or_default(),
+                    ctx.path().unwrap_or_default(),
+                    ctx.remote_ip().unwrap_or_default()
+                ),
+            )),
             Some("hook-loop") => spin(),
             Some("hook-panic") => panic!("boom"),
             Some("hook-alloc") => allocate_forever(),
