@@ -269,6 +269,51 @@ def wrk(a, script, base, path, secs, env):
     return None, f"wrk rc={r.returncode}: {(r.stderr or r.stdout)[-300:]}"
 
 
+def measure(a, script, base, path, proc, warm_env, run_env, row):
+    """Warm up, wait until the server is idle, run the measured wrk and fill `row`: CPU shares,
+    peak RSS, wrk's counts, req/s and a status (ok, errors, few, failed). Returns wrk's result."""
+    if a.warmup > 0:
+        wrk(a, script, base, path, a.warmup, warm_env)
+    # wrk's exit does not stop work the server already accepted: wait until it is idle, so the
+    # warm-up's backlog is not measured (PocketBase keeps running queued queries for seconds)
+    row["settle_s"] = settle(proc.pid, a.settle_max)
+    t_srv0, t_busy0, t_kids0, t0 = proc_ticks(proc.pid), busy_ticks(), children_cpu(), time.time()
+    res, err = wrk(a, script, base, path, a.duration, run_env)
+    t_srv1, t_busy1, t_kids1, t1 = proc_ticks(proc.pid), busy_ticks(), children_cpu(), time.time()
+    row["peak_rss_kb"] = proc_status_kb(proc.pid, "VmHWM")
+    row["rss_end_kb"] = proc_status_kb(proc.pid, "VmRSS")
+    alive = proc.poll() is None
+    if res is None:
+        row.update(status="failed", error=err)
+        return None
+    hz = os.sysconf("SC_CLK_TCK")
+    wall = max(t1 - t0, 1e-9)
+    srv_cpu = (t_srv1 - t_srv0) / hz if t_srv0 is not None and t_srv1 is not None else None
+    wrk_cpu = t_kids1 - t_kids0
+    row["server_cpu_pct"] = round(100 * srv_cpu / wall, 1) if srv_cpu is not None else None
+    row["wrk_cpu_pct"] = round(100 * wrk_cpu / wall, 1)
+    row["other_cpu_pct"] = round(100 * ((t_busy1 - t_busy0) / hz - (srv_cpu or 0) - wrk_cpu) / wall, 1)
+    row.update(res)
+    errors = res["err_connect"] + res["err_read"] + res["err_write"] + res["err_timeout"] + res["err_status"]
+    ok_requests = res["requests"] - res["err_status"]
+    row["errors"] = errors
+    row["rps_all"] = round(res["requests"] / res["duration_s"], 1)
+    row["rps"] = round(ok_requests / res["duration_s"], 1)  # successful (non-error status) responses/s
+    row["resp_bytes_avg"] = round(res["bytes"] / res["requests"]) if res["requests"] else None
+    if not alive:
+        row.update(status="failed", error=f"server exited during the run (rc={proc.returncode})")
+    elif ok_requests <= 0:
+        row.update(status="failed", error="no successful response" + (
+            f" ({res['err_timeout']} timeouts > {a.req_timeout}s)" if res["err_timeout"] else ""))
+    elif errors:
+        row["status"] = "errors"
+    elif ok_requests < a.conns:
+        row["status"] = "few"  # fewer responses than connections: the queue never drained once
+    else:
+        row["status"] = "ok"
+    return res
+
+
 def run_one(a, scn, kind, rep, ctx):
     ds, script, path, _ = SCENARIOS[scn]
     tpl = ctx["templates"][ds]
@@ -303,45 +348,7 @@ def run_one(a, scn, kind, rep, ctx):
             row.update(status="failed", error=f"probe: {pr['note']}")
             return row
 
-        if a.warmup > 0:
-            wrk(a, script, srv.base, path, a.warmup, env)
-        # wrk's exit does not stop work the server already accepted: wait until it is idle, so the
-        # warm-up's backlog is not measured (PocketBase keeps running queued queries for seconds)
-        row["settle_s"] = settle(srv.pid, a.settle_max)
-        t_srv0, t_busy0, t_kids0, t0 = proc_ticks(srv.pid), busy_ticks(), children_cpu(), time.time()
-        res, err = wrk(a, script, srv.base, path, a.duration, env)
-        t_srv1, t_busy1, t_kids1, t1 = proc_ticks(srv.pid), busy_ticks(), children_cpu(), time.time()
-        row["peak_rss_kb"] = proc_status_kb(srv.pid, "VmHWM")
-        row["rss_end_kb"] = proc_status_kb(srv.pid, "VmRSS")
-        alive = srv.proc.poll() is None
-        if res is None:
-            row.update(status="failed", error=err)
-            return row
-        hz = os.sysconf("SC_CLK_TCK")
-        wall = max(t1 - t0, 1e-9)
-        srv_cpu = (t_srv1 - t_srv0) / hz if t_srv0 is not None and t_srv1 is not None else None
-        wrk_cpu = t_kids1 - t_kids0
-        row["server_cpu_pct"] = round(100 * srv_cpu / wall, 1) if srv_cpu is not None else None
-        row["wrk_cpu_pct"] = round(100 * wrk_cpu / wall, 1)
-        row["other_cpu_pct"] = round(100 * ((t_busy1 - t_busy0) / hz - (srv_cpu or 0) - wrk_cpu) / wall, 1)
-        row.update(res)
-        errors = res["err_connect"] + res["err_read"] + res["err_write"] + res["err_timeout"] + res["err_status"]
-        ok_requests = res["requests"] - res["err_status"]
-        row["errors"] = errors
-        row["rps_all"] = round(res["requests"] / res["duration_s"], 1)
-        row["rps"] = round(ok_requests / res["duration_s"], 1)  # successful (non-error status) responses/s
-        row["resp_bytes_avg"] = round(res["bytes"] / res["requests"]) if res["requests"] else None
-        if not alive:
-            row.update(status="failed", error=f"server exited during the run (rc={srv.proc.returncode})")
-        elif ok_requests <= 0:
-            row.update(status="failed", error="no successful response" + (
-                f" ({res['err_timeout']} timeouts > {a.req_timeout}s)" if res["err_timeout"] else ""))
-        elif errors:
-            row["status"] = "errors"
-        elif ok_requests < a.conns:
-            row["status"] = "few"  # fewer responses than connections: the queue never drained once
-        else:
-            row["status"] = "ok"
+        measure(a, script, srv.base, path, srv.proc, env, env, row)
         if not pr["ok"]:
             row["status"] = row["status"] + "+probe_mismatch" if row["status"] != "failed" else "failed"
         return row

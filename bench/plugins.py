@@ -179,29 +179,10 @@ def run_one(a, scn, mode, plugins, rep, ctx):
             row.update(status="failed", error=f"probe: {pr['note']}")
             return row
         env = dict(os.environ, BENCH_LUA_DIR=os.path.join(HERE, "lua"))
-        if a.warmup > 0:
-            bench.wrk(a, script, base, path, a.warmup, dict(env, BENCH_NONCE=f"w{rep}"))
-        row["settle_s"] = bench.settle(proc.pid, a.settle_max)
-        t_srv0, t_busy0, t_kids0, t0 = bench.proc_ticks(proc.pid), bench.busy_ticks(), bench.children_cpu(), time.time()
-        res, err = bench.wrk(a, script, base, path, a.duration, dict(env, BENCH_NONCE=f"m{rep}"))
-        t_srv1, t_busy1, t_kids1, t1 = bench.proc_ticks(proc.pid), bench.busy_ticks(), bench.children_cpu(), time.time()
-        row["peak_rss_kb"] = bench.proc_status_kb(proc.pid, "VmHWM")
-        alive = proc.poll() is None
+        res = bench.measure(a, script, base, path, proc, dict(env, BENCH_NONCE=f"w{rep}"),
+                            dict(env, BENCH_NONCE=f"m{rep}"), row)
         if res is None:
-            row.update(status="failed", error=err)
             return row
-        hz = os.sysconf("SC_CLK_TCK")
-        wall = max(t1 - t0, 1e-9)
-        srv_cpu = (t_srv1 - t_srv0) / hz if t_srv0 is not None and t_srv1 is not None else None
-        wrk_cpu = t_kids1 - t_kids0
-        row["server_cpu_pct"] = round(100 * srv_cpu / wall, 1) if srv_cpu is not None else None
-        row["wrk_cpu_pct"] = round(100 * wrk_cpu / wall, 1)
-        row["other_cpu_pct"] = round(100 * ((t_busy1 - t_busy0) / hz - (srv_cpu or 0) - wrk_cpu) / wall, 1)
-        row.update(res)
-        errors = res["err_connect"] + res["err_read"] + res["err_write"] + res["err_timeout"] + res["err_status"]
-        ok_requests = res["requests"] - res["err_status"]
-        row["errors"] = errors
-        row["rps"] = round(ok_requests / res["duration_s"], 1)
         if scn == "create" and "slugger" in plugins:
             # every measured create went through the hook: the plugin's call count covers them
             st, raw = common.http("GET", base + "/api/plugins", token=tok, timeout=30)
@@ -209,16 +190,6 @@ def run_one(a, scn, mode, plugins, rep, ctx):
                 for p in json.loads(raw).get("plugins", []):
                     if p["name"] == "slugger":
                         row["hook_calls"], row["hook_failures"] = p.get("calls"), p.get("failures")
-        if not alive:
-            row.update(status="failed", error=f"server exited during the run (rc={proc.returncode})")
-        elif ok_requests <= 0:
-            row.update(status="failed", error="no successful response")
-        elif errors:
-            row["status"] = "errors"
-        elif ok_requests < a.conns:
-            row["status"] = "few"
-        else:
-            row["status"] = "ok"
         if not pr["ok"] and row["status"] != "failed":
             row["status"] += "+probe_mismatch"
         return row

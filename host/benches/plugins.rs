@@ -13,9 +13,8 @@
 //!
 //! Prints markdown tables, then one `PLUGINS_BENCH_JSON {...}` line (bench/plugins.sh keeps it).
 
-use ferrobase::testkit::{PluginFixture, PluginLoad};
+use ferrobase::testkit::{self, PluginFixture, PluginLoad};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 struct Opts {
     calls: usize,
@@ -66,61 +65,34 @@ const RUST_PLUGINS: &[&str] = &["slugger", "posts_api", "cleanup", "audit"];
 
 fn plugin_files() -> Vec<(&'static str, PathBuf)> {
     let r = root();
-    let mut v: Vec<(&str, PathBuf)> = RUST_PLUGINS
+    RUST_PLUGINS
         .iter()
-        .map(|n| {
-            (
-                *n,
-                r.join("plugins/target/wasm32-wasip2/release")
-                    .join(format!("{n}.wasm")),
-            )
-        })
-        .collect();
-    v.push(("js-hello", r.join("plugins/js-hello/dist/js-hello.wasm")));
-    v
+        .chain(&["js-hello"])
+        .map(|n| (*n, testkit::plugin_wasm(&r, n)))
+        .collect()
 }
 
-fn run(cmd: &mut Command) -> bool {
-    eprintln!("[plugins bench] running {cmd:?}");
-    cmd.status().map(|s| s.success()).unwrap_or(false)
-}
-
-/// Build the example plugins that are missing, or say what to run.
+/// Build the example plugins when any is missing (`build`), else say what to run.
 fn ensure_built(build: bool) {
-    let r = root();
-    let files = plugin_files();
-    let rust_missing = files[..RUST_PLUGINS.len()]
-        .iter()
-        .any(|(_, p)| !p.is_file());
-    let js_missing = !files[RUST_PLUGINS.len()].1.is_file();
-    let rust_cmd =
-        "cargo build --release --target wasm32-wasip2 --manifest-path plugins/Cargo.toml";
-    let js_cmd = "cd plugins/js-hello && npm ci && node build.mjs";
-    if build && rust_missing {
-        run(Command::new("cargo")
-            .current_dir(&r)
-            .args([
-                "build",
-                "--release",
-                "--target",
-                "wasm32-wasip2",
-                "--manifest-path",
-            ])
-            .arg(r.join("plugins/Cargo.toml")));
+    let missing = || -> Vec<String> {
+        plugin_files()
+            .iter()
+            .filter(|(_, p)| !p.is_file())
+            .map(|(n, p)| format!("{n} ({})", p.display()))
+            .collect()
+    };
+    if build && !missing().is_empty() {
+        eprintln!("[plugins bench] building the plugins");
+        if let Err(e) = testkit::build_plugins(&root()) {
+            eprintln!("[plugins bench] {e}");
+        }
     }
-    if build && js_missing {
-        let dir = r.join("plugins/js-hello");
-        let _ = run(Command::new("npm").current_dir(&dir).arg("ci"))
-            && run(Command::new("node").current_dir(&dir).arg("build.mjs"));
-    }
-    let missing: Vec<String> = files
-        .iter()
-        .filter(|(_, p)| !p.is_file())
-        .map(|(n, p)| format!("{n} ({})", p.display()))
-        .collect();
+    let missing = missing();
     if !missing.is_empty() {
         eprintln!(
-            "[plugins bench] missing plugin builds: {}\n  from the repository root run:\n    {rust_cmd}\n    {js_cmd}",
+            "[plugins bench] missing plugin builds: {}\n  from the repository root run:\n    \
+             cargo build --release --target wasm32-wasip2 --manifest-path plugins/Cargo.toml\n    \
+             cd plugins/js-hello && npm ci && node build.mjs",
             missing.join(", ")
         );
         std::process::exit(2);

@@ -607,3 +607,60 @@ impl Drop for PluginFixture {
         self.store.close();
     }
 }
+
+/// The built example plugins of the repository at `root`: the Rust ones
+/// (`plugins/target/wasm32-wasip2/release/<crate>.wasm`) and the JS one
+/// (`plugins/js-hello/dist/js-hello.wasm`).
+pub fn plugin_wasm(root: &std::path::Path, name: &str) -> std::path::PathBuf {
+    if name == "js-hello" {
+        root.join("plugins/js-hello/dist/js-hello.wasm")
+    } else {
+        root.join("plugins/target/wasm32-wasip2/release")
+            .join(format!("{name}.wasm"))
+    }
+}
+
+/// Build the plugins of the repository at `root` from source: the Rust workspace for
+/// wasm32-wasip2 (cargo is incremental), and the JS example with componentize-js
+/// (`npm ci` first when its packages are missing).
+pub fn build_plugins(root: &std::path::Path) -> Result<(), String> {
+    use std::process::Command;
+    fn run(what: &str, cmd: &mut Command) -> Result<(), String> {
+        match cmd.status() {
+            Ok(s) if s.success() => Ok(()),
+            Ok(s) => Err(format!("{what} failed: {s}")),
+            Err(e) => Err(format!("{what}: {e}")),
+        }
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    run(
+        "building the Rust plugins",
+        Command::new(cargo)
+            .args([
+                "build",
+                "--release",
+                "--target",
+                "wasm32-wasip2",
+                "--manifest-path",
+            ])
+            .arg(root.join("plugins/Cargo.toml"))
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("RUSTFLAGS"),
+    )?;
+    let js = root.join("plugins/js-hello");
+    if !js.join("node_modules").exists() {
+        run(
+            "npm ci in plugins/js-hello",
+            Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund"])
+                .current_dir(&js),
+        )?;
+    }
+    run(
+        "building the JS plugin",
+        Command::new("node")
+            .arg("build.mjs")
+            .arg(plugin_wasm(root, "js-hello"))
+            .current_dir(&js),
+    )
+}

@@ -8,7 +8,6 @@ mod common;
 use common::{Server, enc, err};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -16,52 +15,12 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// Build every plugin once per test binary; the paths of the built components by name.
-fn built() -> &'static PathBuf {
-    static OUT: OnceLock<PathBuf> = OnceLock::new();
-    OUT.get_or_init(|| {
-        let root = root();
-        let st = Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "--release",
-                "--target",
-                "wasm32-wasip2",
-                "--manifest-path",
-            ])
-            .arg(root.join("plugins/Cargo.toml"))
-            .env_remove("CARGO_TARGET_DIR")
-            .env_remove("RUSTFLAGS")
-            .status()
-            .expect("run cargo for the plugins");
-        assert!(st.success(), "building the Rust plugins failed");
-        let js = root.join("plugins/js-hello");
-        if !js.join("node_modules").exists() {
-            let st = Command::new("npm")
-                .args(["ci", "--no-audit", "--no-fund"])
-                .current_dir(&js)
-                .status()
-                .expect("run npm ci for js-hello");
-            assert!(st.success(), "npm ci in plugins/js-hello failed");
-        }
-        let out = js.join("dist/js-hello.wasm");
-        let st = Command::new("node")
-            .arg("build.mjs")
-            .arg(&out)
-            .current_dir(&js)
-            .status()
-            .expect("run node build.mjs");
-        assert!(st.success(), "building the JS plugin failed");
-        root.join("plugins/target/wasm32-wasip2/release")
-    })
-}
-
+/// The built component of one example or fixture plugin; every plugin is built from source once
+/// per test binary.
 fn wasm(name: &str) -> PathBuf {
-    if name == "js-hello" {
-        built();
-        return root().join("plugins/js-hello/dist/js-hello.wasm");
-    }
-    built().join(format!("{name}.wasm"))
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| ferrobase::testkit::build_plugins(&root()).unwrap());
+    ferrobase::testkit::plugin_wasm(&root(), name)
 }
 
 /// A server whose plugins folder holds `plugins` (file names as given) and whose pb.toml is

@@ -53,6 +53,14 @@ impl Caller {
     pub(crate) fn id(&self) -> String {
         self.value("id").as_str().unwrap_or("").to_owned()
     }
+    /// The caller as plugins see it.
+    pub(crate) fn principal(&self) -> crate::plugins::Principal {
+        crate::plugins::Principal {
+            collection: self.collection.name.clone(),
+            id: self.id(),
+            is_superuser: self.is_superuser(),
+        }
+    }
     pub(crate) fn value(&self, name: &str) -> Value {
         self.collection
             .fields
@@ -144,6 +152,29 @@ pub(crate) async fn caller(state: &AppState, headers: &HeaderMap) -> Option<Call
         );
     }
     Some(caller)
+}
+
+/// What a plugin call made for an HTTP request knows of it (its `call-context`).
+pub(crate) fn call_facts(
+    who: Option<&Caller>,
+    method: &Method,
+    path: &str,
+    headers: &HeaderMap,
+    remote_ip: Option<String>,
+) -> crate::plugins::CallFacts {
+    crate::plugins::CallFacts {
+        principal: who.map(Caller::principal),
+        system: false,
+        method: Some(method.as_str().to_owned()),
+        path: Some(path.to_owned()),
+        headers: headers
+            .iter()
+            .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+            .collect(),
+        remote_ip,
+        caller: who.map(|w| Arc::new(w.clone()) as Arc<dyn std::any::Any + Send + Sync>),
+        depth: 0,
+    }
 }
 
 /// What `@request.*` means for one request. Built on first use only: a public rule with no

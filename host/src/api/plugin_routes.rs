@@ -1,8 +1,8 @@
 //! Plugin routes (the fallback below every native route), `/api/crons` and `/api/plugins`.
 
 use super::error::{ApiError, ApiResult};
-use super::{Shared, caller, not_routed, ok_json, require_superuser};
-use crate::plugins::{CallFacts, Principal, RouteRequest};
+use super::{Shared, call_facts, caller, not_routed, ok_json, require_superuser};
+use crate::plugins::RouteRequest;
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode};
@@ -31,35 +31,24 @@ pub(crate) async fn dispatch(State(state): State<Shared>, request: Request) -> R
         Ok(b) => b.to_bytes(),
         Err(_) => return ApiError::too_large().into_response(),
     };
-    let headers: Vec<(String, String)> = parts
-        .headers
-        .iter()
-        .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
-        .collect();
-    let facts = CallFacts {
-        principal: who.as_ref().map(|w| Principal {
-            collection: w.collection.name.clone(),
-            id: w.id(),
-            is_superuser: w.is_superuser(),
-        }),
-        system: false,
-        method: Some(parts.method.as_str().to_owned()),
-        path: Some(parts.uri.path().to_owned()),
-        headers: headers.clone(),
-        remote_ip: parts
-            .extensions
-            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-            .map(|c| c.0.ip().to_string()),
-        caller: who.map(|w| Arc::new(w) as Arc<dyn std::any::Any + Send + Sync>),
-        depth: 0,
-    };
+    let remote_ip = parts
+        .extensions
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip().to_string());
+    let facts = call_facts(
+        who.as_ref(),
+        &parts.method,
+        parts.uri.path(),
+        &parts.headers,
+        remote_ip,
+    );
     let req = RouteRequest {
         method: parts.method.as_str().to_owned(),
         path: parts.uri.path().to_owned(),
         route: route.pattern.clone(),
         params,
         query: parts.uri.query().unwrap_or("").to_owned(),
-        headers,
+        headers: facts.headers.clone(),
         body: bytes.to_vec(),
     };
     match route.plugin.route(Arc::new(facts), req).await {

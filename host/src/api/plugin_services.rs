@@ -2,12 +2,13 @@
 //! the same path as the REST API.
 
 use super::error::ApiError;
-use super::records::Writer;
+use super::records::{Writer, rule_condition};
 use super::{AppState, Caller, RequestCtx, Shared};
 use crate::plugins::{BoxFut, CallFacts, DbFailure, PluginRecord, Rejection, Services};
 use crate::query::Query;
+use crate::schema::Collection;
 use crate::store::records as store_records;
-use axum::http::{HeaderMap, Method};
+use axum::http::{HeaderMap, Method, StatusCode};
 use serde_json::{Map, Value};
 use std::sync::{Arc, Weak};
 
@@ -94,10 +95,46 @@ fn quote(out: &mut String, s: &str) {
     out.push('"');
 }
 
-impl ApiServices {
-    fn writer_parts() -> (Method, HeaderMap, Map<String, Value>) {
-        (Method::POST, HeaderMap::new(), Map::new())
+/// The request a plugin's record call stands in for: none (no headers, no query).
+struct NoRequest {
+    method: Method,
+    headers: HeaderMap,
+    q: Map<String, Value>,
+}
+
+impl NoRequest {
+    fn new(method: Method) -> Self {
+        Self {
+            method,
+            headers: HeaderMap::new(),
+            q: Map::new(),
+        }
     }
+
+    /// The rules' view of the call: the caller it was made for, or the system.
+    fn ctx<'a>(&'a self, who: Option<&'a Caller>, system: bool) -> RequestCtx<'a> {
+        RequestCtx::new(who, &self.method, &self.headers, &self.q, None).made_by_system(system)
+    }
+
+    /// A record write made by the server itself, `depth` plugin calls deep.
+    fn writer<'a>(&'a self, state: &'a Shared, depth: u8) -> Writer<'a> {
+        Writer {
+            state,
+            who: None,
+            system: true,
+            method: &self.method,
+            path: "",
+            headers: &self.headers,
+            q: &self.q,
+            depth,
+            remote_ip: None,
+        }
+    }
+}
+
+fn collection(state: &AppState, name: &str) -> Result<Arc<Collection>, DbFailure> {
+    super::find_collection(state, name)
+        .ok_or_else(|| DbFailure::Invalid(format!("unknown collection {name:?}")))
 }
 
 impl Services for ApiServices {
@@ -115,16 +152,12 @@ impl Services for ApiServices {
         Box::pin(async move {
             let state = state(&w)?;
             let schema = state.store.schema();
-            let c = schema
-                .by_id_or_name(&collection)
-                .cloned()
-                .ok_or_else(|| DbFailure::Invalid(format!("unknown collection {collection:?}")))?;
+            let c = self::collection(&state, &collection)?;
             let who = who(&facts);
             let text = bind_placeholders(&filter, &params).map_err(DbFailure::Invalid)?;
             let sel = {
-                let (method, headers, q) = (Method::GET, HeaderMap::new(), Map::new());
-                let req = RequestCtx::new(who.as_ref(), &method, &headers, &q, None)
-                    .made_by_system(facts.system);
+                let none = NoRequest::new(Method::GET);
+                let req = none.ctx(who.as_ref(), facts.system);
                 let mut query = Query::new(&schema, &c, req.info());
                 if !req.is_superuser() {
                     match &c.rules.list {
@@ -175,31 +208,23 @@ impl Services for ApiServices {
         Box::pin(async move {
             let state = state(&w)?;
             let schema = state.store.schema();
-            let c = schema
-                .by_id_or_name(&collection)
-                .cloned()
-                .ok_or_else(|| DbFailure::Invalid(format!("unknown collection {collection:?}")))?;
+            let c = self::collection(&state, &collection)?;
             let who = who(&facts);
             let rule = {
-                let (method, headers, q) = (Method::GET, HeaderMap::new(), Map::new());
-                let req = RequestCtx::new(who.as_ref(), &method, &headers, &q, None)
-                    .made_by_system(facts.system);
-                if req.is_superuser() {
-                    None
-                } else {
-                    match &c.rules.view {
-                        None => {
-                            return Err(DbFailure::Denied(
-                                "only superusers may view this collection".into(),
-                            ));
-                        }
-                        Some(r) if r.trim().is_empty() => None,
-                        Some(r) => Some(
-                            crate::query::compile_rule(&schema, &c, r, req.info())
-                                .map_err(|e| DbFailure::Invalid(e.to_string()))?,
-                        ),
+                let none = NoRequest::new(Method::GET);
+                rule_condition(
+                    &schema,
+                    &c,
+                    &c.rules.view,
+                    &none.ctx(who.as_ref(), facts.system),
+                )
+                .map_err(|e| {
+                    if e.status == StatusCode::FORBIDDEN {
+                        DbFailure::Denied("only superusers may view this collection".into())
+                    } else {
+                        DbFailure::Invalid(e.message)
                     }
-                }
+                })?
             };
             let c2 = Arc::clone(&c);
             let row = state
@@ -221,20 +246,9 @@ impl Services for ApiServices {
         let depth = facts.depth;
         Box::pin(async move {
             let state = state(&w)?;
-            let c = super::find_collection(&state, &collection)
-                .ok_or_else(|| DbFailure::Invalid(format!("unknown collection {collection:?}")))?;
-            let (method, headers, q) = Self::writer_parts();
-            let wr = Writer {
-                state: &state,
-                who: None,
-                system: true,
-                method: &method,
-                path: "",
-                headers: &headers,
-                q: &q,
-                depth,
-                remote_ip: None,
-            };
+            let c = self::collection(&state, &collection)?;
+            let none = NoRequest::new(Method::POST);
+            let wr = none.writer(&state, depth);
             let saved = wr.create(&c, &data).await.map_err(failure)?;
             Ok(PluginRecord::from_stored(&c, &saved))
         })
@@ -251,20 +265,9 @@ impl Services for ApiServices {
         let depth = facts.depth;
         Box::pin(async move {
             let state = state(&w)?;
-            let c = super::find_collection(&state, &collection)
-                .ok_or_else(|| DbFailure::Invalid(format!("unknown collection {collection:?}")))?;
-            let (method, headers, q) = Self::writer_parts();
-            let wr = Writer {
-                state: &state,
-                who: None,
-                system: true,
-                method: &method,
-                path: "",
-                headers: &headers,
-                q: &q,
-                depth,
-                remote_ip: None,
-            };
+            let c = self::collection(&state, &collection)?;
+            let none = NoRequest::new(Method::POST);
+            let wr = none.writer(&state, depth);
             let saved = wr.update(&c, id, &data).await.map_err(failure)?;
             Ok(PluginRecord::from_stored(&c, &saved))
         })
@@ -280,20 +283,9 @@ impl Services for ApiServices {
         let depth = facts.depth;
         Box::pin(async move {
             let state = state(&w)?;
-            let c = super::find_collection(&state, &collection)
-                .ok_or_else(|| DbFailure::Invalid(format!("unknown collection {collection:?}")))?;
-            let (method, headers, q) = Self::writer_parts();
-            let wr = Writer {
-                state: &state,
-                who: None,
-                system: true,
-                method: &method,
-                path: "",
-                headers: &headers,
-                q: &q,
-                depth,
-                remote_ip: None,
-            };
+            let c = self::collection(&state, &collection)?;
+            let none = NoRequest::new(Method::POST);
+            let wr = none.writer(&state, depth);
             wr.delete(&c, id).await.map_err(failure)
         })
     }

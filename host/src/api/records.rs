@@ -10,7 +10,7 @@ use super::{Caller, RequestCtx, Shared, caller, ok_json, query_map};
 use crate::auth::password;
 use crate::config::Limits;
 use crate::plugins::{
-    Action, CallFacts, Change, FieldValue, HookOutcome, Loaded, PluginRecord, Principal, Rejection,
+    Action, CallFacts, Change, FieldValue, HookOutcome, Loaded, PluginRecord, Rejection,
     run_in_transaction,
 };
 use crate::query::{self, Query, Select};
@@ -72,7 +72,7 @@ fn viewer(who: Option<&Caller>) -> Viewer {
 }
 
 /// A rule as an extra condition: None = no condition (superuser or public), Err = 403 for `null`.
-fn rule_condition(
+pub(crate) fn rule_condition(
     schema: &Schema,
     c: &Collection,
     rule: &Option<String>,
@@ -625,12 +625,7 @@ async fn write_request(
 ) -> ApiResult<WriteRequest> {
     // PocketBase words the unknown collection of a write this way, for create and update alike.
     let c = collection_or_404(state, key, "Missing or invalid collection context.")?;
-    if c.is_view() {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "Unsupported collection type.",
-        ));
-    }
+    writable(&c)?;
     let who = caller(state, headers).await;
     let superuser = who.as_ref().is_some_and(Caller::is_superuser);
     if !superuser && rule(&c).is_none() {
@@ -728,6 +723,54 @@ pub(crate) fn rejection_error(r: Rejection) -> ApiError {
     )
 }
 
+/// Views are read-only.
+fn writable(c: &Collection) -> ApiResult<()> {
+    if c.is_view() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "Unsupported collection type.",
+        ));
+    }
+    Ok(())
+}
+
+/// The in-transaction hooks of one write and the facts they run with.
+struct InTx {
+    hooks: Vec<Arc<Loaded>>,
+    facts: Arc<CallFacts>,
+}
+
+impl InTx {
+    /// Run them inside the write's savepoint: None to go on, else the outcome that ends the
+    /// write (its savepoint is dropped unreleased, so the write rolls back).
+    fn run(
+        self,
+        action: Action,
+        rec: &PluginRecord,
+        conn: &crate::store::Conn,
+    ) -> Option<WriteOutcome> {
+        match run_in_transaction(&self.hooks, self.facts, action, rec, conn) {
+            HookOutcome::Proceed(_) => None,
+            HookOutcome::Rejected(r) => Some(WriteOutcome::Rejected(r)),
+            HookOutcome::Failed(e) => Some(WriteOutcome::HookFailed(e)),
+        }
+    }
+}
+
+/// The error for a write that did not happen, for the outcomes create, update and delete share.
+fn refused(outcome: WriteOutcome, message: &str) -> ApiError {
+    match outcome {
+        WriteOutcome::MissingRelations(names) => {
+            validation_error(message, missing_relation_errors(names))
+        }
+        WriteOutcome::Rejected(r) => rejection_error(r),
+        WriteOutcome::HookFailed(e) => hook_failed(message, &e),
+        WriteOutcome::RuleFailed | WriteOutcome::Done(_) | WriteOutcome::Deleted(_) => {
+            ApiError::not_found()
+        }
+    }
+}
+
 fn hook_failed(message: &str, why: &str) -> ApiError {
     tracing::warn!(error = %why, "plugin hook failed; write refused");
     ApiError::new(StatusCode::BAD_REQUEST, message)
@@ -763,34 +806,98 @@ impl Writer<'_> {
     }
 
     fn facts(&self) -> Arc<CallFacts> {
+        let request = super::call_facts(
+            self.who,
+            self.method,
+            self.path,
+            self.headers,
+            self.remote_ip.clone(),
+        );
         Arc::new(CallFacts {
-            principal: self.who.map(|w| Principal {
-                collection: w.collection.name.clone(),
-                id: w.id(),
-                is_superuser: w.is_superuser(),
-            }),
             system: self.system,
-            method: Some(self.method.as_str().to_owned()),
-            path: Some(self.path.to_owned()),
-            headers: self
-                .headers
-                .iter()
-                .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
-                .collect(),
-            remote_ip: self.remote_ip.clone(),
-            caller: self
-                .who
-                .map(|w| Arc::new(w.clone()) as Arc<dyn std::any::Any + Send + Sync>),
             depth: self.depth,
+            ..request
         })
     }
 
-    fn actor(&self) -> Option<Principal> {
-        self.who.map(|w| Principal {
-            collection: w.collection.name.clone(),
-            id: w.id(),
-            is_superuser: w.is_superuser(),
+    /// The in-transaction hooks `slots` holds, if any.
+    fn in_tx(&self, slots: Option<&crate::plugins::HookSlots>) -> Option<InTx> {
+        let hooks = slots?.in_transaction.clone();
+        (!hooks.is_empty()).then(|| InTx {
+            hooks,
+            facts: self.facts(),
         })
+    }
+
+    /// The row write create and update share, on the writer in one savepoint: relation ids
+    /// checked, the row inserted or updated and read back (under `rule`, the create rule),
+    /// in-transaction hooks run.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the parts of one write, prepared by create or update"
+    )]
+    async fn save_row(
+        &self,
+        c: &Arc<Collection>,
+        action: Action,
+        id: String,
+        row: Vec<(usize, Stored)>,
+        checks: RelationChecks,
+        rule: Option<Select>,
+        slots: Option<&crate::plugins::HookSlots>,
+        previous: Option<PluginRecord>,
+    ) -> ApiResult<StoreRecord> {
+        let message = if action == Action::Create {
+            MSG_CREATE_FAILED
+        } else {
+            MSG_UPDATE_FAILED
+        };
+        let c2 = Arc::clone(c);
+        let in_tx = self.in_tx(slots);
+        let notify = self.commit_notice(slots, c, action, previous);
+        let outcome = self
+            .state
+            .store
+            .write_then(
+                move |conn| {
+                    let missing = missing_relations(conn, &checks)?;
+                    if !missing.is_empty() {
+                        return Ok(WriteOutcome::MissingRelations(missing));
+                    }
+                    let tx = conn.savepoint()?;
+                    if action == Action::Create {
+                        store_records::insert(&tx, &c2, &row)?;
+                    } else {
+                        store_records::update(&tx, &c2, &id, &row)?;
+                    }
+                    // PocketBase checks a create rule against the would-be record: insert, look,
+                    // and roll back when the rule does not hold.
+                    let Some(saved) = store_records::get(&tx, &c2, &id, rule.as_ref())? else {
+                        return Ok(WriteOutcome::RuleFailed);
+                    };
+                    if let Some(hooks) = in_tx
+                        && let Some(stop) =
+                            hooks.run(action, &PluginRecord::from_stored(&c2, &saved), &tx)
+                    {
+                        return Ok(stop);
+                    }
+                    tx.commit()?;
+                    Ok(WriteOutcome::Done(saved))
+                },
+                notify,
+            )
+            .await
+            .map_err(|e| match e {
+                StoreError::NotUnique(cols) => unique_error(message, cols),
+                other => other.into(),
+            })?;
+        match outcome {
+            WriteOutcome::Done(saved) => Ok(saved),
+            WriteOutcome::RuleFailed if action == Action::Create => {
+                Err(ApiError::new(StatusCode::BAD_REQUEST, MSG_CREATE_FAILED))
+            }
+            other => Err(refused(other, message)),
+        }
     }
 
     /// Run the before-hooks of one event in order; patches apply cumulatively.
@@ -823,12 +930,7 @@ impl Writer<'_> {
         data: &Map<String, Value>,
     ) -> ApiResult<StoreRecord> {
         let state = self.state;
-        if c.is_view() {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "Unsupported collection type.",
-            ));
-        }
+        writable(c)?;
         let superuser = self.superuser();
         let mut draft = Draft {
             values: c.fields.iter().map(zero).collect(),
@@ -924,57 +1026,8 @@ impl Writer<'_> {
         hash_passwords(c, &mut draft).await?;
         let row = to_row(c, &draft, None);
         let id = draft.values[id_idx].as_str().unwrap_or("").to_owned();
-        let c2 = Arc::clone(c);
-        let in_tx = slots
-            .map(|s| s.in_transaction.clone())
-            .filter(|v| !v.is_empty());
-        let facts = in_tx.as_ref().map(|_| self.facts());
-        let notify = self.commit_notice(slots, c, Action::Create, None);
-        let outcome = state
-            .store
-            .write_then(
-                move |conn| {
-                    let missing = missing_relations(conn, &checks)?;
-                    if !missing.is_empty() {
-                        return Ok(WriteOutcome::MissingRelations(missing));
-                    }
-                    let tx = conn.savepoint()?;
-                    store_records::insert(&tx, &c2, &row)?;
-                    // PocketBase checks a create rule against the would-be record: insert, look, and
-                    // roll back when the rule does not hold.
-                    let Some(saved) = store_records::get(&tx, &c2, &id, rule.as_ref())? else {
-                        return Ok(WriteOutcome::RuleFailed);
-                    };
-                    if let (Some(hooks), Some(facts)) = (in_tx, facts) {
-                        let rec = PluginRecord::from_stored(&c2, &saved);
-                        match run_in_transaction(&hooks, facts, Action::Create, &rec, &tx) {
-                            HookOutcome::Proceed(_) => {}
-                            HookOutcome::Rejected(r) => return Ok(WriteOutcome::Rejected(r)),
-                            HookOutcome::Failed(e) => return Ok(WriteOutcome::HookFailed(e)),
-                        }
-                    }
-                    tx.commit()?;
-                    Ok(WriteOutcome::Done(saved))
-                },
-                notify,
-            )
+        self.save_row(c, Action::Create, id, row, checks, rule, slots, None)
             .await
-            .map_err(|e| match e {
-                StoreError::NotUnique(cols) => unique_error(MSG_CREATE_FAILED, cols),
-                other => other.into(),
-            })?;
-        match outcome {
-            WriteOutcome::Done(saved) => Ok(saved),
-            WriteOutcome::RuleFailed | WriteOutcome::Deleted(_) => {
-                Err(ApiError::new(StatusCode::BAD_REQUEST, MSG_CREATE_FAILED))
-            }
-            WriteOutcome::MissingRelations(names) => Err(validation_error(
-                MSG_CREATE_FAILED,
-                missing_relation_errors(names),
-            )),
-            WriteOutcome::Rejected(r) => Err(rejection_error(r)),
-            WriteOutcome::HookFailed(e) => Err(hook_failed(MSG_CREATE_FAILED, &e)),
-        }
     }
 
     /// What to run on the writer once the write committed: queue the change for after-commit
@@ -992,7 +1045,7 @@ impl Writer<'_> {
         }
         let plugins = Arc::clone(&self.state.plugins);
         let c = Arc::clone(c);
-        let actor = self.actor();
+        let actor = self.who.map(Caller::principal);
         Some(Box::new(move |out: &WriteOutcome| {
             let record = match out {
                 WriteOutcome::Done(saved) => PluginRecord::from_stored(&c, saved),
@@ -1019,12 +1072,7 @@ impl Writer<'_> {
         data: &Map<String, Value>,
     ) -> ApiResult<StoreRecord> {
         let state = self.state;
-        if c.is_view() {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "Unsupported collection type.",
-            ));
-        }
+        writable(c)?;
         let superuser = self.superuser();
         let req = RequestCtx::new(self.who, self.method, self.headers, self.q, Some(data))
             .made_by_system(self.system);
@@ -1117,64 +1165,15 @@ impl Writer<'_> {
         changed.sort_unstable();
         changed.dedup();
         let row = to_row(c, &draft, Some(&changed));
-        let c2 = Arc::clone(c);
-        let in_tx = slots
-            .map(|s| s.in_transaction.clone())
-            .filter(|v| !v.is_empty());
-        let facts = in_tx.as_ref().map(|_| self.facts());
-        let notify = self.commit_notice(slots, c, Action::Update, previous);
-        let outcome = state
-            .store
-            .write_then(
-                move |conn| {
-                    let missing = missing_relations(conn, &checks)?;
-                    if !missing.is_empty() {
-                        return Ok(WriteOutcome::MissingRelations(missing));
-                    }
-                    let tx = conn.savepoint()?;
-                    store_records::update(&tx, &c2, &id, &row)?;
-                    let Some(saved) = store_records::get(&tx, &c2, &id, None)? else {
-                        return Ok(WriteOutcome::RuleFailed);
-                    };
-                    if let (Some(hooks), Some(facts)) = (in_tx, facts) {
-                        let rec = PluginRecord::from_stored(&c2, &saved);
-                        match run_in_transaction(&hooks, facts, Action::Update, &rec, &tx) {
-                            HookOutcome::Proceed(_) => {}
-                            HookOutcome::Rejected(r) => return Ok(WriteOutcome::Rejected(r)),
-                            HookOutcome::Failed(e) => return Ok(WriteOutcome::HookFailed(e)),
-                        }
-                    }
-                    tx.commit()?;
-                    Ok(WriteOutcome::Done(saved))
-                },
-                notify,
-            )
+        // The update rule was checked when the record was read.
+        self.save_row(c, Action::Update, id, row, checks, None, slots, previous)
             .await
-            .map_err(|e| match e {
-                StoreError::NotUnique(cols) => unique_error(MSG_UPDATE_FAILED, cols),
-                other => other.into(),
-            })?;
-        match outcome {
-            WriteOutcome::Done(r) => Ok(r),
-            WriteOutcome::RuleFailed | WriteOutcome::Deleted(_) => Err(ApiError::not_found()),
-            WriteOutcome::MissingRelations(names) => Err(validation_error(
-                MSG_UPDATE_FAILED,
-                missing_relation_errors(names),
-            )),
-            WriteOutcome::Rejected(r) => Err(rejection_error(r)),
-            WriteOutcome::HookFailed(e) => Err(hook_failed(MSG_UPDATE_FAILED, &e)),
-        }
     }
 
     /// Delete a record, with plugin hooks.
     pub(crate) async fn delete(&self, c: &Arc<Collection>, id: String) -> ApiResult<()> {
         let state = self.state;
-        if c.is_view() {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "Unsupported collection type.",
-            ));
-        }
+        writable(c)?;
         let req = RequestCtx::new(self.who, self.method, self.headers, self.q, None)
             .made_by_system(self.system);
         let rule = rule_condition(&state.store.schema(), c, &c.rules.delete, &req)?;
@@ -1204,10 +1203,7 @@ impl Writer<'_> {
             pre = Some(rec);
         }
         let c2 = Arc::clone(c);
-        let in_tx = slots
-            .map(|s| s.in_transaction.clone())
-            .filter(|v| !v.is_empty());
-        let facts = in_tx.as_ref().map(|_| self.facts());
+        let in_tx = self.in_tx(slots);
         let notify = self.commit_notice(slots, c, Action::Delete, None);
         let outcome = state
             .store
@@ -1219,12 +1215,10 @@ impl Writer<'_> {
                     };
                     store_records::delete(&tx, &schema, &c2, &id, 0)?;
                     let rec = pre.unwrap_or_else(|| PluginRecord::from_stored(&c2, &current));
-                    if let (Some(hooks), Some(facts)) = (in_tx, facts) {
-                        match run_in_transaction(&hooks, facts, Action::Delete, &rec, &tx) {
-                            HookOutcome::Proceed(_) => {}
-                            HookOutcome::Rejected(r) => return Ok(WriteOutcome::Rejected(r)),
-                            HookOutcome::Failed(e) => return Ok(WriteOutcome::HookFailed(e)),
-                        }
+                    if let Some(hooks) = in_tx
+                        && let Some(stop) = hooks.run(Action::Delete, &rec, &tx)
+                    {
+                        return Ok(stop);
                     }
                     tx.commit()?;
                     Ok(WriteOutcome::Deleted(rec))
@@ -1239,12 +1233,8 @@ impl Writer<'_> {
                 other => other.into(),
             })?;
         match outcome {
-            WriteOutcome::Deleted(_) | WriteOutcome::Done(_) => Ok(()),
-            WriteOutcome::RuleFailed | WriteOutcome::MissingRelations(_) => {
-                Err(ApiError::not_found())
-            }
-            WriteOutcome::Rejected(r) => Err(rejection_error(r)),
-            WriteOutcome::HookFailed(e) => Err(hook_failed(MSG_DELETE_FAILED, &e)),
+            WriteOutcome::Deleted(_) => Ok(()),
+            other => Err(refused(other, MSG_DELETE_FAILED)),
         }
     }
 }

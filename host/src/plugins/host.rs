@@ -272,30 +272,42 @@ impl HostState {
     }
 }
 
+/// Field pairs from a guest as the API's JSON body.
+fn json_fields(
+    fields: Vec<(String, types::Value)>,
+) -> Result<serde_json::Map<String, serde_json::Value>, db::DbError> {
+    let fields: Vec<(String, FieldValue)> =
+        fields.into_iter().map(|(k, v)| (k, v.into())).collect();
+    fields_to_json(&fields).map_err(db::DbError::Invalid)
+}
+
+// Each import answers `Ok(result)`: a refusal is the guest's `db-error`, never a trap.
 impl db::Host for HostState {
     async fn query(
         &mut self,
         sql: String,
         params: Vec<types::Value>,
     ) -> wasmtime::Result<Result<db::Rows, db::DbError>> {
-        if let Err(e) = self.need("db:read") {
-            return Ok(Err(e));
+        let me = &mut *self;
+        Ok(async move {
+            me.need("db:read")?;
+            let params: Vec<SqlValue> = params.into_iter().map(to_sql).collect();
+            let (columns, rows) = me
+                .env
+                .rt
+                .store
+                .read(move |c| crate::store::raw::query(c, &sql, &params))
+                .await
+                .map_err(store_err)?;
+            Ok(db::Rows {
+                columns,
+                rows: rows
+                    .into_iter()
+                    .map(|r| r.into_iter().map(from_sql).collect())
+                    .collect(),
+            })
         }
-        let params: Vec<SqlValue> = params.into_iter().map(to_sql).collect();
-        let r = self
-            .env
-            .rt
-            .store
-            .read(move |c| crate::store::raw::query(c, &sql, &params))
-            .await;
-        Ok(r.map(|(columns, rows)| db::Rows {
-            columns,
-            rows: rows
-                .into_iter()
-                .map(|r| r.into_iter().map(from_sql).collect())
-                .collect(),
-        })
-        .map_err(store_err))
+        .await)
     }
 
     async fn execute(
@@ -303,29 +315,22 @@ impl db::Host for HostState {
         sql: String,
         params: Vec<types::Value>,
     ) -> wasmtime::Result<Result<u64, db::DbError>> {
-        if let Err(e) = self.need("db:write") {
-            return Ok(Err(e));
-        }
-        let params: Vec<SqlValue> = params.into_iter().map(to_sql).collect();
-        match self.kind {
-            CallKind::BeforeHook | CallKind::Describe => Ok(Err(db::DbError::Denied(
-                "writes are not allowed before the write (use an in-transaction hook)".into(),
-            ))),
-            CallKind::InTransaction => {
-                let Some(tx) = self.tx.clone() else {
-                    return Ok(Err(db::DbError::Other("no transaction".into())));
-                };
-                let (reply, rx) = oneshot::channel();
-                if tx.send(TxOp { sql, params, reply }).is_err() {
-                    return Ok(Err(db::DbError::Other("the transaction is over".into())));
+        let me = &mut *self;
+        Ok(async move {
+            me.need("db:write")?;
+            let params: Vec<SqlValue> = params.into_iter().map(to_sql).collect();
+            match me.kind {
+                CallKind::BeforeHook | CallKind::Describe => Err(db::DbError::Denied(
+                    "writes are not allowed before the write (use an in-transaction hook)".into(),
+                )),
+                CallKind::InTransaction => {
+                    let over = || db::DbError::Other("the transaction is over".into());
+                    let tx = me.tx.clone().ok_or_else(over)?;
+                    let (reply, rx) = oneshot::channel();
+                    tx.send(TxOp { sql, params, reply }).map_err(|_| over())?;
+                    rx.await.map_err(|_| over())?.map_err(db::DbError::Invalid)
                 }
-                Ok(rx
-                    .await
-                    .unwrap_or_else(|_| Err("the transaction is over".into()))
-                    .map_err(db::DbError::Invalid))
-            }
-            _ => {
-                let r = self
+                _ => me
                     .env
                     .rt
                     .store
@@ -335,10 +340,11 @@ impl db::Host for HostState {
                         sp.commit()?;
                         Ok(n)
                     })
-                    .await;
-                Ok(r.map_err(store_err))
+                    .await
+                    .map_err(store_err),
             }
         }
+        .await)
     }
 
     async fn get_record(
@@ -346,17 +352,13 @@ impl db::Host for HostState {
         collection: String,
         id: String,
     ) -> wasmtime::Result<Result<Option<types::RecordData>, db::DbError>> {
-        if let Err(e) = self.need("db:read") {
-            return Ok(Err(e));
+        let me = &mut *self;
+        Ok(async move {
+            me.need("db:read")?;
+            let r = me.services()?.get_record(&me.facts, collection, id).await;
+            r.map(|r| r.map(out)).map_err(db_err)
         }
-        let s = match self.services() {
-            Ok(s) => s,
-            Err(e) => return Ok(Err(e)),
-        };
-        Ok(s.get_record(&self.facts, collection, id)
-            .await
-            .map(|r| r.map(out))
-            .map_err(db_err))
+        .await)
     }
 
     async fn find_records(
@@ -367,28 +369,17 @@ impl db::Host for HostState {
         sort: String,
         limit: u32,
     ) -> wasmtime::Result<Result<Vec<types::RecordData>, db::DbError>> {
-        if let Err(e) = self.need("db:read") {
-            return Ok(Err(e));
+        let me = &mut *self;
+        Ok(async move {
+            me.need("db:read")?;
+            let params = json_fields(params)?;
+            let r = me
+                .services()?
+                .find_records(&me.facts, collection, filter, params, sort, limit.min(1000))
+                .await;
+            r.map(|v| v.into_iter().map(out).collect()).map_err(db_err)
         }
-        let s = match self.services() {
-            Ok(s) => s,
-            Err(e) => return Ok(Err(e)),
-        };
-        let mut map = serde_json::Map::new();
-        for (k, v) in params {
-            match FieldValue::from(v).to_json() {
-                Ok(j) => {
-                    map.insert(k, j);
-                }
-                Err(e) => return Ok(Err(db::DbError::Invalid(format!("param {k}: {e}")))),
-            }
-        }
-        Ok(
-            s.find_records(&self.facts, collection, filter, map, sort, limit.min(1000))
-                .await
-                .map(|v| v.into_iter().map(out).collect())
-                .map_err(db_err),
-        )
+        .await)
     }
 
     async fn create_record(
@@ -396,23 +387,17 @@ impl db::Host for HostState {
         collection: String,
         fields: Vec<(String, types::Value)>,
     ) -> wasmtime::Result<Result<types::RecordData, db::DbError>> {
-        if let Err(e) = self.may_write_records() {
-            return Ok(Err(e));
+        let me = &mut *self;
+        Ok(async move {
+            me.may_write_records()?;
+            let data = json_fields(fields)?;
+            let r = me
+                .services()?
+                .create_record(&me.nested_facts(), collection, data)
+                .await;
+            r.map(out).map_err(db_err)
         }
-        let s = match self.services() {
-            Ok(s) => s,
-            Err(e) => return Ok(Err(e)),
-        };
-        let fields: Vec<(String, FieldValue)> =
-            fields.into_iter().map(|(k, v)| (k, v.into())).collect();
-        let data = match fields_to_json(&fields) {
-            Ok(d) => d,
-            Err(e) => return Ok(Err(db::DbError::Invalid(e))),
-        };
-        Ok(s.create_record(&self.nested_facts(), collection, data)
-            .await
-            .map(out)
-            .map_err(db_err))
+        .await)
     }
 
     async fn update_record(
@@ -421,23 +406,17 @@ impl db::Host for HostState {
         id: String,
         fields: Vec<(String, types::Value)>,
     ) -> wasmtime::Result<Result<types::RecordData, db::DbError>> {
-        if let Err(e) = self.may_write_records() {
-            return Ok(Err(e));
+        let me = &mut *self;
+        Ok(async move {
+            me.may_write_records()?;
+            let data = json_fields(fields)?;
+            let r = me
+                .services()?
+                .update_record(&me.nested_facts(), collection, id, data)
+                .await;
+            r.map(out).map_err(db_err)
         }
-        let s = match self.services() {
-            Ok(s) => s,
-            Err(e) => return Ok(Err(e)),
-        };
-        let fields: Vec<(String, FieldValue)> =
-            fields.into_iter().map(|(k, v)| (k, v.into())).collect();
-        let data = match fields_to_json(&fields) {
-            Ok(d) => d,
-            Err(e) => return Ok(Err(db::DbError::Invalid(e))),
-        };
-        Ok(s.update_record(&self.nested_facts(), collection, id, data)
-            .await
-            .map(out)
-            .map_err(db_err))
+        .await)
     }
 
     async fn delete_record(
@@ -445,16 +424,16 @@ impl db::Host for HostState {
         collection: String,
         id: String,
     ) -> wasmtime::Result<Result<(), db::DbError>> {
-        if let Err(e) = self.may_write_records() {
-            return Ok(Err(e));
+        let me = &mut *self;
+        Ok(async move {
+            me.may_write_records()?;
+            let r = me
+                .services()?
+                .delete_record(&me.nested_facts(), collection, id)
+                .await;
+            r.map_err(db_err)
         }
-        let s = match self.services() {
-            Ok(s) => s,
-            Err(e) => return Ok(Err(e)),
-        };
-        Ok(s.delete_record(&self.nested_facts(), collection, id)
-            .await
-            .map_err(db_err))
+        .await)
     }
 }
 

@@ -64,11 +64,15 @@ const METHODS: &[&str] = &["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"];
 
 fn shadows_native(path: &str) -> Option<&'static str> {
     let lower = path.to_ascii_lowercase();
+    // A parameter in the first segments could capture any native path.
+    if lower.starts_with("/{") || lower.starts_with("/api/{") {
+        return Some("/api");
+    }
     NATIVE_PREFIXES.iter().copied().find(|p| {
         lower == *p
-            || lower.starts_with(&format!("{p}/"))
-            // A parameter in the first segments could capture a native path too.
-            || (lower.starts_with("/{") || lower.starts_with("/api/{"))
+            || lower
+                .strip_prefix(p)
+                .is_some_and(|rest| rest.starts_with('/'))
     })
 }
 
@@ -264,5 +268,24 @@ impl Registry {
             }
         }
         (reg, refused)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shadows_native;
+
+    #[test]
+    fn native_prefixes_and_leading_parameters_are_taken() {
+        assert_eq!(
+            shadows_native("/api/collections/posts/records"),
+            Some("/api/collections")
+        );
+        assert_eq!(shadows_native("/API/Health"), Some("/api/health"));
+        assert_eq!(shadows_native("/_/x"), Some("/_"));
+        assert_eq!(shadows_native("/{any}"), Some("/api"));
+        assert_eq!(shadows_native("/api/{name}/x"), Some("/api"));
+        assert_eq!(shadows_native("/api/collectionsx"), None);
+        assert_eq!(shadows_native("/api/hello/{name}"), None);
     }
 }

@@ -11,7 +11,7 @@ use crate::config::{PluginEntry, PluginsConfig};
 use crate::store::Store;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::sync::{Semaphore, mpsc};
@@ -31,6 +31,10 @@ pub(crate) struct Runtime {
     pub max_memory: usize,
     pub pooling: bool,
     calls: AtomicU64,
+    /// Wasm executions in progress, and the epoch ticker that runs while there are any.
+    running: Arc<AtomicUsize>,
+    ticker: std::thread::Thread,
+    ticker_parked: Arc<AtomicBool>,
     seq: AtomicU64,
     commits_tx: mpsc::UnboundedSender<Vec<Change>>,
     commits_rx: Mutex<Option<mpsc::UnboundedReceiver<Vec<Change>>>>,
@@ -89,11 +93,33 @@ impl Runtime {
         super::host::link(&mut linker).map_err(|e| format!("linking the host API: {e}"))?;
         let tick = Duration::from_millis(cfg.epoch_tick_ms.max(1));
         let weak = engine.weak();
-        std::thread::Builder::new()
+        let running = Arc::new(AtomicUsize::new(0));
+        let parked = Arc::new(AtomicBool::new(false));
+        let (busy, asleep) = (Arc::clone(&running), Arc::clone(&parked));
+        // The ticker sleeps after a second without wasm running: an idle server (or one without
+        // plugins) never wakes for it, and a busy one does not pay a wake-up per call. Deadlines
+        // are instants checked at each tick, so a pause between calls changes nothing.
+        let idle_ticks = (1000 / tick.as_millis().max(1)) as u32;
+        let ticker = std::thread::Builder::new()
             .name("ferrobase-epoch".into())
             .spawn(move || {
-                while let Some(e) = weak.upgrade() {
-                    drop(e);
+                let mut idle = 0u32;
+                loop {
+                    if busy.load(Ordering::SeqCst) == 0 {
+                        idle += 1;
+                    } else {
+                        idle = 0;
+                    }
+                    if idle >= idle_ticks {
+                        asleep.store(true, Ordering::SeqCst);
+                        // A call that began meanwhile may have seen `false`: look once more.
+                        if busy.load(Ordering::SeqCst) == 0 {
+                            std::thread::park();
+                        }
+                        asleep.store(false, Ordering::SeqCst);
+                        idle = 0;
+                        continue;
+                    }
                     std::thread::sleep(tick);
                     match weak.upgrade() {
                         Some(e) => e.increment_epoch(),
@@ -101,7 +127,9 @@ impl Runtime {
                     }
                 }
             })
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| e.to_string())?
+            .thread()
+            .clone();
         let (commits_tx, commits_rx) = mpsc::unbounded_channel();
         Ok(Arc::new(Self {
             engine,
@@ -113,6 +141,9 @@ impl Runtime {
             max_memory,
             pooling,
             calls: AtomicU64::new(0),
+            running,
+            ticker,
+            ticker_parked: parked,
             seq: AtomicU64::new(0),
             commits_tx,
             commits_rx: Mutex::new(Some(commits_rx)),
@@ -126,6 +157,15 @@ impl Runtime {
 
     pub(crate) fn services(&self) -> Option<Arc<dyn Services>> {
         self.services.get().cloned()
+    }
+
+    /// Keep the epoch ticking while the guard lives (wasm is about to run).
+    fn running(&self) -> Running<'_> {
+        self.running.fetch_add(1, Ordering::SeqCst);
+        if self.ticker_parked.load(Ordering::SeqCst) {
+            self.ticker.unpark();
+        }
+        Running(&self.running)
     }
 
     pub(crate) fn next_call_id(&self) -> u64 {
@@ -189,6 +229,15 @@ impl Runtime {
             c.seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
         }
         let _ = self.commits_tx.send(changes);
+    }
+}
+
+/// A wasm execution in progress (see `Runtime::running`).
+struct Running<'a>(&'a AtomicUsize);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -509,6 +558,7 @@ impl Loaded {
     }
 
     async fn instantiate(&self) -> Result<Inst, CallError> {
+        let _ticking = self.rt.running();
         let state = HostState::new(Arc::clone(&self.env));
         let mut store = WStore::new(&self.rt.engine, state);
         store.limiter(|s| &mut s.limits);
@@ -576,6 +626,7 @@ impl Loaded {
             Call::Route(_) => CallKind::Route,
             Call::Job(..) => CallKind::Job,
         };
+        let _ticking = self.rt.running();
         let queued = facts.depth == 0 && kind != CallKind::InTransaction;
         let _global = if queued {
             Some(
@@ -653,81 +704,50 @@ impl Loaded {
 async fn run(inst: &mut Inst, call: Call<'_>, ctx: Resource<CallCtx>) -> wasmtime::Result<Reply> {
     let s = &mut inst.store;
     let p = &inst.plugin;
+    // The guest borrows the host's table entry for the length of the call.
+    let lent = Resource::new_borrow(ctx.rep());
     let reply = match call {
         Call::Describe => {
-            // describe takes no context; drop the entry we made.
-            let _ = s.data_mut().table.delete(ctx);
-            return Ok(Reply::Manifest(
-                p.ferrobase_plugin_manifest().call_describe(&mut *s).await?,
-            ));
+            Reply::Manifest(p.ferrobase_plugin_manifest().call_describe(&mut *s).await?)
         }
-        Call::BeforeCreate(r) => {
-            let c = clone_ctx(s, &ctx)?;
-            Reply::Verdict(
-                p.ferrobase_plugin_record_hooks()
-                    .call_before_create(&mut *s, c, r)
-                    .await?,
-            )
-        }
-        Call::BeforeUpdate(cur, new) => {
-            let c = clone_ctx(s, &ctx)?;
-            Reply::Verdict(
-                p.ferrobase_plugin_record_hooks()
-                    .call_before_update(&mut *s, c, cur, new)
-                    .await?,
-            )
-        }
-        Call::BeforeDelete(r) => {
-            let c = clone_ctx(s, &ctx)?;
-            Reply::Unit(
-                p.ferrobase_plugin_record_hooks()
-                    .call_before_delete(&mut *s, c, r)
-                    .await?,
-            )
-        }
-        Call::InTx(a, r) => {
-            let c = clone_ctx(s, &ctx)?;
-            Reply::Unit(
-                p.ferrobase_plugin_transaction_hooks()
-                    .call_in_transaction(&mut *s, c, a, r)
-                    .await?,
-            )
-        }
-        Call::AfterCommit(changes) => {
-            let _ = s.data_mut().table.delete(ctx);
-            return Ok(Reply::Event(
-                p.ferrobase_plugin_commit_events()
-                    .call_after_commit(&mut *s, changes)
-                    .await?,
-            ));
-        }
-        Call::Route(req) => {
-            let c = clone_ctx(s, &ctx)?;
-            Reply::Response(
-                p.ferrobase_plugin_routes()
-                    .call_handle(&mut *s, c, req)
-                    .await?,
-            )
-        }
-        Call::Job(name, at) => {
-            let c = clone_ctx(s, &ctx)?;
-            Reply::Event(
-                p.ferrobase_plugin_jobs()
-                    .call_run(&mut *s, c, name, at)
-                    .await?,
-            )
-        }
+        Call::BeforeCreate(r) => Reply::Verdict(
+            p.ferrobase_plugin_record_hooks()
+                .call_before_create(&mut *s, lent, r)
+                .await?,
+        ),
+        Call::BeforeUpdate(cur, new) => Reply::Verdict(
+            p.ferrobase_plugin_record_hooks()
+                .call_before_update(&mut *s, lent, cur, new)
+                .await?,
+        ),
+        Call::BeforeDelete(r) => Reply::Unit(
+            p.ferrobase_plugin_record_hooks()
+                .call_before_delete(&mut *s, lent, r)
+                .await?,
+        ),
+        Call::InTx(a, r) => Reply::Unit(
+            p.ferrobase_plugin_transaction_hooks()
+                .call_in_transaction(&mut *s, lent, a, r)
+                .await?,
+        ),
+        Call::AfterCommit(changes) => Reply::Event(
+            p.ferrobase_plugin_commit_events()
+                .call_after_commit(&mut *s, changes)
+                .await?,
+        ),
+        Call::Route(req) => Reply::Response(
+            p.ferrobase_plugin_routes()
+                .call_handle(&mut *s, lent, req)
+                .await?,
+        ),
+        Call::Job(name, at) => Reply::Event(
+            p.ferrobase_plugin_jobs()
+                .call_run(&mut *s, lent, name, at)
+                .await?,
+        ),
     };
     let _ = s.data_mut().table.delete(ctx);
     Ok(reply)
-}
-
-/// A borrow handle for the guest: the same table entry, lent for the call.
-fn clone_ctx(
-    _s: &mut WStore<HostState>,
-    ctx: &Resource<CallCtx>,
-) -> wasmtime::Result<Resource<CallCtx>> {
-    Ok(Resource::new_borrow(ctx.rep()))
 }
 
 fn classify(e: &wasmtime::Error, store: &WStore<HostState>, budget: Duration) -> CallError {
@@ -793,13 +813,30 @@ pub(crate) struct RouteResponse {
     pub body: Vec<u8>,
 }
 
-fn rejection_or_failure(
-    name: &str,
-    r: Result<Reply, CallError>,
-) -> Result<Option<Reply>, HookOutcome> {
-    match r {
-        Ok(reply) => Ok(Some(reply)),
-        Err(e) => Err(HookOutcome::Failed(format!("plugin {name} {e}"))),
+impl Loaded {
+    /// A record hook's answer (or its failure) as the write path sees it.
+    fn hook_outcome(&self, r: Result<Reply, CallError>) -> HookOutcome {
+        match r {
+            Err(e) => HookOutcome::Failed(format!("plugin {} {e}", self.name())),
+            Ok(Reply::Verdict(Ok(rh::Verdict::Proceed)) | Reply::Unit(Ok(()))) => {
+                HookOutcome::Proceed(Vec::new())
+            }
+            Ok(Reply::Verdict(Ok(rh::Verdict::Patch(changes)))) => HookOutcome::Proceed(
+                changes
+                    .into_iter()
+                    .map(|c| match c {
+                        rh::FieldChange::Set((k, v)) => (k, Some(v.into())),
+                        rh::FieldChange::Unset(k) => (k, None),
+                    })
+                    .collect(),
+            ),
+            Ok(Reply::Verdict(Err(rej)) | Reply::Unit(Err(rej))) => {
+                HookOutcome::Rejected(rej.into())
+            }
+            Ok(_) => {
+                HookOutcome::Failed(format!("plugin {} answered the wrong shape", self.name()))
+            }
+        }
     }
 }
 
@@ -819,23 +856,7 @@ impl Loaded {
                 self.call(Call::BeforeUpdate(&c, &p), facts, None).await
             }
         };
-        match rejection_or_failure(self.name(), r) {
-            Err(o) => o,
-            Ok(Some(Reply::Verdict(Ok(rh::Verdict::Proceed)))) => HookOutcome::Proceed(Vec::new()),
-            Ok(Some(Reply::Verdict(Ok(rh::Verdict::Patch(changes))))) => HookOutcome::Proceed(
-                changes
-                    .into_iter()
-                    .map(|c| match c {
-                        rh::FieldChange::Set((k, v)) => (k, Some(v.into())),
-                        rh::FieldChange::Unset(k) => (k, None),
-                    })
-                    .collect(),
-            ),
-            Ok(Some(Reply::Verdict(Err(rej)))) => HookOutcome::Rejected(rej.into()),
-            Ok(_) => {
-                HookOutcome::Failed(format!("plugin {} answered the wrong shape", self.name()))
-            }
-        }
+        self.hook_outcome(r)
     }
 
     pub(crate) async fn before_delete(
@@ -844,17 +865,7 @@ impl Loaded {
         current: &PluginRecord,
     ) -> HookOutcome {
         let c = rh::RecordData::from(current);
-        match rejection_or_failure(
-            self.name(),
-            self.call(Call::BeforeDelete(&c), facts, None).await,
-        ) {
-            Err(o) => o,
-            Ok(Some(Reply::Unit(Ok(())))) => HookOutcome::Proceed(Vec::new()),
-            Ok(Some(Reply::Unit(Err(rej)))) => HookOutcome::Rejected(rej.into()),
-            Ok(_) => {
-                HookOutcome::Failed(format!("plugin {} answered the wrong shape", self.name()))
-            }
-        }
+        self.hook_outcome(self.call(Call::BeforeDelete(&c), facts, None).await)
     }
 
     pub(crate) async fn in_transaction(
@@ -870,17 +881,7 @@ impl Loaded {
             Action::Delete => th::Action::Delete,
         };
         let r = th::RecordData::from(record);
-        match rejection_or_failure(
-            self.name(),
-            self.call(Call::InTx(a, &r), facts, Some(tx)).await,
-        ) {
-            Err(o) => o,
-            Ok(Some(Reply::Unit(Ok(())))) => HookOutcome::Proceed(Vec::new()),
-            Ok(Some(Reply::Unit(Err(rej)))) => HookOutcome::Rejected(rej.into()),
-            Ok(_) => {
-                HookOutcome::Failed(format!("plugin {} answered the wrong shape", self.name()))
-            }
-        }
+        self.hook_outcome(self.call(Call::InTx(a, &r), facts, Some(tx)).await)
     }
 
     pub(crate) async fn after_commit(&self, changes: &[Change]) -> Result<(), String> {
