@@ -5,7 +5,6 @@ use crate::config::Config;
 use crate::plugins::Plugins;
 use crate::store::{Store, StoreConfig};
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 pub(crate) fn store_config(cfg: &Config) -> StoreConfig {
@@ -14,6 +13,31 @@ pub(crate) fn store_config(cfg: &Config) -> StoreConfig {
         journal_size_limit: cfg.store.journal_size_limit,
         busy_timeout_ms: cfg.store.busy_timeout_ms,
         n_readers: cfg.n_readers(),
+    }
+}
+
+/// The connection limits from `[http]`; a cap of 0 becomes what the descriptor limit allows.
+fn http_limits(cfg: &Config) -> crate::http::Limits {
+    use std::time::Duration;
+    let h = &cfg.http;
+    let descriptors = crate::http::raise_descriptor_limit();
+    let max_connections = if h.max_connections > 0 {
+        h.max_connections
+    } else {
+        crate::http::auto_max_connections(descriptors)
+    };
+    tracing::info!(
+        descriptors,
+        max_connections,
+        "open-files limit and connection cap"
+    );
+    crate::http::Limits {
+        header_read_timeout: Duration::from_millis(h.header_read_timeout_ms),
+        idle_timeout: Duration::from_millis(h.idle_timeout_ms),
+        max_connections,
+        max_headers: h.max_headers,
+        max_header_bytes: h.max_header_bytes,
+        shutdown_grace: Duration::from_millis(h.shutdown_grace_ms),
     }
 }
 
@@ -54,22 +78,8 @@ pub(crate) async fn serve(
         state: Arc::downgrade(&state),
     }));
     plugins.spawn_background();
-    let app = api::router(state).into_make_service_with_connect_info::<SocketAddr>();
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let graceful = axum::serve(listener, app).with_graceful_shutdown(async move {
-        shutdown.await;
-        let _ = stop_tx.send(true);
-    });
-    let grace = std::time::Duration::from_millis(cfg.http.shutdown_grace_ms);
-    let mut stop_rx2 = stop_rx.clone();
-    tokio::select! {
-        r = graceful => r?,
-        _ = async move {
-            let _ = stop_rx2.wait_for(|v| *v).await;
-            tokio::time::sleep(grace).await;
-        } => tracing::warn!("in-flight requests did not finish within the grace period"),
-    }
-    drop(stop_rx);
+    let router = api::router(state);
+    crate::http::serve(listener, http_limits(&cfg), router, shutdown).await?;
     let s = Arc::clone(&store);
     let _ = tokio::task::spawn_blocking(move || s.close()).await;
     Ok(())

@@ -116,6 +116,12 @@ pub(crate) struct HttpConfig {
     pub addr: String,
     pub body_bytes_max: usize,
     pub shutdown_grace_ms: u64,
+    pub header_read_timeout_ms: u64,
+    pub idle_timeout_ms: u64,
+    /// 0 = the open-files limit minus the descriptors kept for everything else.
+    pub max_connections: usize,
+    pub max_headers: usize,
+    pub max_header_bytes: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -147,6 +153,11 @@ impl Default for HttpConfig {
             addr: "127.0.0.1:8090".into(),
             body_bytes_max: 32 << 20,
             shutdown_grace_ms: 10_000,
+            header_read_timeout_ms: 30_000,
+            idle_timeout_ms: 60_000,
+            max_connections: 0,
+            max_headers: 100,
+            max_header_bytes: 64 << 10,
         }
     }
 }
@@ -234,8 +245,20 @@ impl Config {
         if p.memory_mb == 0 || p.memory_mb > 4096 {
             return Err("plugins.memory_mb must be between 1 and 4096".into());
         }
-        if self.http.body_bytes_max < 1024 {
+        let h = &self.http;
+        if h.body_bytes_max < 1024 {
             return Err("http.body_bytes_max must be at least 1024".into());
+        }
+        if h.header_read_timeout_ms == 0 || h.idle_timeout_ms == 0 {
+            return Err(
+                "http.header_read_timeout_ms and idle_timeout_ms must be at least 1".into(),
+            );
+        }
+        if h.max_headers == 0 || h.max_header_bytes < 1024 {
+            return Err(
+                "http.max_headers must be at least 1 and http.max_header_bytes at least 1024"
+                    .into(),
+            );
         }
         Ok(())
     }

@@ -7,6 +7,7 @@ mod app;
 mod auth;
 mod cli;
 mod config;
+mod http;
 mod plugins;
 mod query;
 mod schema;
@@ -14,3 +15,7 @@ mod store;
 pub mod testkit;
 
 pub use cli::run;
+
+/// Stack size of every thread that handles request data (the runtime's workers and blocking
+/// threads, the writer): room for JSON nested to `schema::value::JSON_DEPTH_MAX` levels.
+const THREAD_STACK_BYTES: usize = 32 << 20;

@@ -310,7 +310,7 @@ impl TokenFixture {
 
     /// Decode, check the signature and the expiry.
     pub fn verify(&self) -> bool {
-        crate::auth::token::verify(&self.token, &self.key, &self.secret, self.now).is_ok()
+        crate::auth::token::verify(&self.token, &self.key, &self.secret, self.now as f64).is_ok()
     }
 }
 
@@ -328,7 +328,13 @@ impl CountFixture {
         let tx = conn.unchecked_transaction().expect("tx");
         for r in &filled.rows {
             let row: Vec<_> = r.iter().cloned().enumerate().collect();
-            crate::store::records::insert(&tx, &filled.coll, &row).expect("row");
+            crate::store::records::insert(
+                &tx,
+                &Schema::new(vec![filled.coll.clone()]),
+                &filled.coll,
+                &row,
+            )
+            .expect("row");
         }
         tx.commit().expect("commit");
         CountFixture {

@@ -161,7 +161,8 @@ pub(crate) async fn with_password(
     let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
         .map_err(|_| ApiError::bad_request())?;
     let data = body::parse(&headers, body, state.cfg.http.body_bytes_max)
-        .await?
+        .await
+        .map_err(|e| e.answer(body::MSG_UNSUPPORTED, body::MSG_LOAD_FAILED))?
         .data;
     let identity = data
         .get("identity")

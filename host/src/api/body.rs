@@ -2,8 +2,9 @@
 //! read under the configured size limit.
 
 use super::error::{ApiError, ApiResult};
+use crate::schema::value::parse_json;
 use axum::body::Body;
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use serde_json::{Map, Value};
 
 /// Read the whole body, refusing (413) as soon as it passes `limit` bytes.
@@ -24,13 +25,41 @@ pub(crate) async fn read_limited(
         .map_err(|_| ApiError::too_large())
 }
 
-fn content_type(headers: &HeaderMap) -> String {
+/// The Content-Type as sent. PocketBase matches its prefixes case-sensitively
+/// (`APPLICATION/JSON` is not JSON to it), so neither do we lowercase it.
+fn content_type(headers: &HeaderMap) -> &str {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
-        .to_ascii_lowercase()
 }
+
+/// Why a body could not be bound. Each endpoint words these its own way, as PocketBase does.
+#[derive(Debug)]
+pub(crate) enum BindError {
+    /// Past `http.body_bytes_max` (413 everywhere).
+    TooLarge,
+    /// A non-empty body that is neither JSON, multipart nor a urlencoded form.
+    Unsupported,
+    /// JSON that does not parse to an object (or null), or a broken multipart body.
+    Malformed,
+}
+
+impl BindError {
+    /// The error an endpoint answers with: `unsupported` for an unknown Content-Type,
+    /// `malformed` for a body that does not parse.
+    pub(crate) fn answer(self, unsupported: &str, malformed: &str) -> ApiError {
+        match self {
+            Self::TooLarge => ApiError::too_large(),
+            Self::Unsupported => ApiError::new(StatusCode::BAD_REQUEST, unsupported),
+            Self::Malformed => ApiError::new(StatusCode::BAD_REQUEST, malformed),
+        }
+    }
+}
+
+pub(crate) const MSG_UNSUPPORTED: &str = "Unsupported Content-Type.";
+/// How the auth and import endpoints word a body that does not parse.
+pub(crate) const MSG_LOAD_FAILED: &str = "An error occurred while loading the submitted data.";
 
 /// PocketBase infers plain form values: "true"/"false" become bools, a numeric string becomes a
 /// number only when it prints back identically.
@@ -71,12 +100,38 @@ pub(crate) struct Parsed {
     pub has_files: bool,
 }
 
-pub(crate) async fn parse(headers: &HeaderMap, body: Body, limit: usize) -> ApiResult<Parsed> {
-    let ct = content_type(headers);
-    if ct.starts_with("multipart/form-data") {
-        return parse_multipart(&ct, headers, body, limit).await;
+/// Bind a request body as PocketBase does: an empty body binds nothing (whatever its type);
+/// otherwise the Content-Type's prefix picks JSON (an object, or null for nothing), multipart
+/// or a urlencoded form, and anything else is [`BindError::Unsupported`].
+pub(crate) async fn parse(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<Parsed, BindError> {
+    let bytes = read_limited(headers, body, limit)
+        .await
+        .map_err(|_| BindError::TooLarge)?;
+    let empty = Parsed {
+        data: Map::new(),
+        has_files: false,
+    };
+    if bytes.is_empty() {
+        return Ok(empty);
     }
-    let bytes = read_limited(headers, body, limit).await?;
+    let ct = content_type(headers);
+    if ct.starts_with("application/json") {
+        return match parse_json(&bytes) {
+            Ok(Value::Object(data)) => Ok(Parsed {
+                data,
+                has_files: false,
+            }),
+            Ok(Value::Null) => Ok(empty),
+            _ => Err(BindError::Malformed),
+        };
+    }
+    if ct.starts_with("multipart/form-data") {
+        return parse_multipart(ct, bytes).await;
+    }
     if ct.starts_with("application/x-www-form-urlencoded") {
         let mut data = Map::new();
         for (k, v) in url_pairs(&String::from_utf8_lossy(&bytes)) {
@@ -87,23 +142,7 @@ pub(crate) async fn parse(headers: &HeaderMap, body: Body, limit: usize) -> ApiR
             has_files: false,
         });
     }
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Parsed {
-            data: Map::new(),
-            has_files: false,
-        });
-    }
-    match serde_json::from_slice::<Value>(&bytes) {
-        Ok(Value::Object(data)) => Ok(Parsed {
-            data,
-            has_files: false,
-        }),
-        Ok(Value::Null) => Ok(Parsed {
-            data: Map::new(),
-            has_files: false,
-        }),
-        _ => Err(ApiError::bad_request()),
-    }
+    Err(BindError::Unsupported)
 }
 
 /// `a=1&b=x+y` pairs, percent-decoded: query strings and urlencoded bodies alike.
@@ -144,39 +183,33 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-async fn parse_multipart(
-    ct: &str,
-    headers: &HeaderMap,
-    body: Body,
-    limit: usize,
-) -> ApiResult<Parsed> {
-    let bytes = read_limited(headers, body, limit).await?;
+async fn parse_multipart(ct: &str, bytes: bytes::Bytes) -> Result<Parsed, BindError> {
     let boundary = ct
         .split(';')
         .filter_map(|p| p.trim().strip_prefix("boundary="))
         .next()
         .map(|b| b.trim_matches('"').to_owned())
-        .ok_or_else(ApiError::bad_request)?;
+        .ok_or(BindError::Malformed)?;
     let stream = futures_once(bytes);
     let mut mp = multer::Multipart::new(stream, boundary);
     let mut data = Map::new();
     let mut has_files = false;
-    while let Some(field) = mp.next_field().await.map_err(|_| ApiError::bad_request())? {
+    while let Some(field) = mp.next_field().await.map_err(|_| BindError::Malformed)? {
         let name = field.name().unwrap_or("").to_owned();
         if field.file_name().is_some() {
             has_files = true;
-            let _ = field.bytes().await.map_err(|_| ApiError::bad_request())?;
+            let _ = field.bytes().await.map_err(|_| BindError::Malformed)?;
             continue;
         }
-        let text = field.text().await.map_err(|_| ApiError::bad_request())?;
+        let text = field.text().await.map_err(|_| BindError::Malformed)?;
         if name == "@jsonPayload" {
-            match serde_json::from_str::<Value>(&text) {
+            match parse_json(text.as_bytes()) {
                 Ok(Value::Object(m)) => {
                     for (k, v) in m {
                         data.insert(k, v);
                     }
                 }
-                _ => return Err(ApiError::bad_request()),
+                _ => return Err(BindError::Malformed),
             }
         } else {
             push(&mut data, name, infer(&text));

@@ -107,8 +107,8 @@ pub(crate) struct TokenEntry {
     pub caller: Caller,
     /// The auth collection's table, lowercased (the change feed's key).
     pub table: String,
-    /// The token's `exp` claim (seconds).
-    pub exp: i64,
+    /// The token's `exp` claim (seconds), or when it was verified if it has none.
+    pub exp: f64,
     pub stamp: Stamp,
 }
 

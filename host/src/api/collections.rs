@@ -31,21 +31,43 @@ fn define_error(e: DefineError, message: &str) -> ApiError {
             )
         }
         DefineError::Invalid(data) => ApiError::with_data(StatusCode::BAD_REQUEST, message, data),
+        DefineError::Refused(why) => {
+            ApiError::new(StatusCode::BAD_REQUEST, format!("{message} {why}"))
+        }
     }
 }
 
 fn store_error(e: StoreError, message: &str) -> ApiError {
     match e {
+        StoreError::ViewQuery { why, missing_id } => {
+            tracing::info!(why, "view query refused");
+            let mut data = Map::new();
+            data.insert(
+                "viewQuery".into(),
+                define::verr(
+                    "validation_invalid_view_query",
+                    &format!("Invalid query - {why}"),
+                ),
+            );
+            // Without a query that works there are no fields either, and PocketBase says so.
+            data.insert(
+                "fields".into(),
+                if missing_id {
+                    define::verr(
+                        "validation_missing_primary_key",
+                        "Missing or invalid \"id\" PK field.",
+                    )
+                } else {
+                    define::verr("validation_required", "Cannot be blank.")
+                },
+            );
+            ApiError::with_data(StatusCode::BAD_REQUEST, message, data)
+        }
         StoreError::Invalid(why) => {
             tracing::info!(why, "collection DDL refused");
             let mut data = Map::new();
-            let field = if why.starts_with("Invalid view query") {
-                "viewQuery"
-            } else {
-                "indexes"
-            };
             data.insert(
-                field.into(),
+                "indexes".into(),
                 define::verr("validation_invalid_collection", &why),
             );
             ApiError::with_data(StatusCode::BAD_REQUEST, message, data)
@@ -120,19 +142,18 @@ pub(crate) async fn view(
     Ok(ok_json(&c.to_api_json()))
 }
 
-async fn body_json(state: &Shared, headers: &HeaderMap, body: Body) -> ApiResult<Value> {
+/// The body of a collections endpoint as one JSON object; a bind failure answers with the
+/// endpoint's words for it.
+async fn body_json(
+    state: &Shared,
+    headers: &HeaderMap,
+    body: Body,
+    unsupported: &str,
+    malformed: &str,
+) -> ApiResult<Value> {
     let parsed = super::body::parse(headers, body, state.cfg.http.body_bytes_max)
         .await
-        .map_err(|e| {
-            if e.status == StatusCode::BAD_REQUEST {
-                ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "Failed to load the submitted data due to invalid formatting.",
-                )
-            } else {
-                e
-            }
-        })?;
+        .map_err(|e| e.answer(unsupported, malformed))?;
     Ok(Value::Object(parsed.data))
 }
 
@@ -211,7 +232,21 @@ async fn save(
     } else {
         "Failed to create collection."
     };
-    let input = body_json(state, headers, body).await?;
+    // PocketBase reads a new collection's type before the rest and words a failure as such.
+    let unreadable = if old.is_some() {
+        "Failed to load the submitted data due to invalid formatting."
+    } else {
+        "Failed to load the collection type data due to invalid formatting."
+    };
+    let input = body_json(state, headers, body, unreadable, unreadable).await?;
+    if let Some(old) = &old
+        && let Some(Value::String(id)) = input.get("id")
+        && !id.is_empty()
+        && *id != old.id
+    {
+        // PocketBase looks the collection up again by the body's id, and finds none.
+        return Err(ApiError::not_found());
+    }
     let new = build(&input, old.as_deref(), &state.store.schema())
         .map_err(|e| define_error(e, message))?;
     if !new.is_view() {
@@ -337,7 +372,14 @@ pub(crate) async fn import(
     body: Body,
 ) -> ApiResult<Response> {
     require_superuser(&caller(&state, &headers).await)?;
-    let input = body_json(&state, &headers, body).await?;
+    let input = body_json(
+        &state,
+        &headers,
+        body,
+        super::body::MSG_UNSUPPORTED,
+        super::body::MSG_LOAD_FAILED,
+    )
+    .await?;
     let fail = |why: String| {
         let mut data = Map::new();
         data.insert(
@@ -361,7 +403,7 @@ pub(crate) async fn import(
         );
         return Err(ApiError::with_data(
             StatusCode::BAD_REQUEST,
-            "Failed to import collections.",
+            super::error::MSG_VALIDATION,
             data,
         ));
     };
@@ -413,7 +455,9 @@ pub(crate) async fn import(
                 let snapshot = Schema::new(current.iter().chain(pending).cloned().collect());
                 let built =
                     build(pass_input, existing.as_ref(), &snapshot).map_err(|e| match e {
-                        DefineError::BadFormat(w) => StoreError::Invalid(w),
+                        DefineError::BadFormat(w) | DefineError::Refused(w) => {
+                            StoreError::Invalid(w)
+                        }
                         DefineError::Invalid(d) => {
                             StoreError::Invalid(Value::Object(d).to_string())
                         }
@@ -449,6 +493,7 @@ pub(crate) async fn import(
         .await
         .map_err(|e| match e {
             StoreError::Invalid(w) => fail(w),
+            StoreError::ViewQuery { why, .. } => fail(why),
             StoreError::Sqlite(s) => fail(s.to_string()),
             other => other.into(),
         })?;

@@ -1,20 +1,21 @@
 //! `GET /api/health`: note PocketBase's `code` (not `status`) in this one body.
 
 use super::{Shared, caller, ok_json};
-use axum::extract::{ConnectInfo, State};
+use crate::http::Peer;
+use axum::Extension;
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::json;
-use std::net::SocketAddr;
 
 pub(crate) async fn health(
     State(state): State<Shared>,
-    ConnectInfo(addr): ConnectInfo<SocketAddr>,
+    peer: Option<Extension<Peer>>,
     headers: HeaderMap,
 ) -> Response {
     let data = match caller(&state, &headers).await {
         Some(c) if c.is_superuser() => {
-            json!({"canBackup": false, "realIP": addr.ip().to_string(), "possibleProxyHeader": ""})
+            json!({"canBackup": false, "realIP": peer.map(|Extension(Peer(a))| a.ip().to_string()).unwrap_or_default(), "possibleProxyHeader": ""})
         }
         _ => json!({}),
     };

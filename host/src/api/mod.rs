@@ -88,8 +88,10 @@ impl Caller {
     }
 }
 
-fn now_s() -> i64 {
-    chrono::Utc::now().timestamp()
+/// Seconds since the epoch, with the fraction (token times are compared to the microsecond,
+/// as PocketBase compares them).
+fn now_s() -> f64 {
+    chrono::Utc::now().timestamp_micros() as f64 / 1e6
 }
 
 /// Resolve the `Authorization` header to a caller. Anything invalid is a guest, as in PocketBase;
@@ -120,7 +122,8 @@ pub(crate) async fn caller(state: &AppState, headers: &HeaderMap) -> Option<Call
     if claims.kind != "auth" {
         return None;
     }
-    let coll = Arc::clone(schema.by_id(&claims.collection_id)?);
+    // PocketBase finds the token's collection by id or by name.
+    let coll = Arc::clone(schema.by_id_or_name(&claims.collection_id)?);
     if !coll.is_auth() {
         return None;
     }

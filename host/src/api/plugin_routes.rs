@@ -33,7 +33,7 @@ pub(crate) async fn dispatch(State(state): State<Shared>, request: Request) -> R
     };
     let remote_ip = parts
         .extensions
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .get::<crate::http::Peer>()
         .map(|c| c.0.ip().to_string());
     let facts = call_facts(
         who.as_ref(),

@@ -22,12 +22,11 @@ use crate::schema::{Collection, FieldType, SUPERUSERS_ID, Schema, ids};
 use crate::store::{OnCommit, StoreError, StoreRecord, records as store_records};
 use axum::Extension;
 use axum::body::Body;
-use axum::extract::{ConnectInfo, Path, RawQuery, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 const MSG_CREATE_FAILED: &str = "Failed to create record.";
@@ -634,7 +633,9 @@ async fn write_request(
     let q = query_map(raw);
     let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
         .map_err(|_| ApiError::bad_request())?;
-    let parsed = body::parse(headers, body, state.cfg.http.body_bytes_max).await?;
+    let parsed = body::parse(headers, body, state.cfg.http.body_bytes_max)
+        .await
+        .map_err(|e| e.answer(body::MSG_UNSUPPORTED, super::error::MSG_BAD_REQUEST))?;
     check_files(&parsed)?;
     Ok(WriteRequest {
         c,
@@ -654,7 +655,7 @@ pub(crate) async fn create(
     Path(key): Path<String>,
     method: Method,
     uri: axum::http::Uri,
-    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    peer: Option<Extension<crate::http::Peer>>,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
     body: Body,
@@ -678,7 +679,7 @@ pub(crate) async fn create(
         headers: &headers,
         q: &q,
         depth: 0,
-        remote_ip: peer.map(|Extension(ConnectInfo(a))| a.ip().to_string()),
+        remote_ip: peer.map(|Extension(crate::http::Peer(a))| a.ip().to_string()),
     };
     let saved = w.create(&c, &data).await?;
     respond_written(
@@ -855,6 +856,7 @@ impl Writer<'_> {
         let c2 = Arc::clone(c);
         let in_tx = self.in_tx(slots);
         let notify = self.commit_notice(slots, c, action, previous);
+        let store = Arc::clone(&self.state.store);
         let outcome = self
             .state
             .store
@@ -866,7 +868,8 @@ impl Writer<'_> {
                     }
                     let tx = conn.savepoint()?;
                     if action == Action::Create {
-                        store_records::insert(&tx, &c2, &row)?;
+                        // The schema as of this job (schema changes run alone on the writer).
+                        store_records::insert(&tx, &store.schema(), &c2, &row)?;
                     } else {
                         store_records::update(&tx, &c2, &id, &row)?;
                     }
@@ -889,6 +892,17 @@ impl Writer<'_> {
             .await
             .map_err(|e| match e {
                 StoreError::NotUnique(cols) => unique_error(message, cols),
+                StoreError::AuthIdTaken => {
+                    let mut data = Map::new();
+                    data.insert(
+                        "id".into(),
+                        verr(
+                            "validation_invalid_auth_id",
+                            "Invalid or duplicated auth record id.",
+                        ),
+                    );
+                    validation_error(message, data)
+                }
                 other => other.into(),
             })?;
         match outcome {
@@ -1248,7 +1262,7 @@ pub(crate) async fn update(
     Path((key, id)): Path<(String, String)>,
     method: Method,
     uri: axum::http::Uri,
-    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    peer: Option<Extension<crate::http::Peer>>,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
     body: Body,
@@ -1272,7 +1286,7 @@ pub(crate) async fn update(
         headers: &headers,
         q: &q,
         depth: 0,
-        remote_ip: peer.map(|Extension(ConnectInfo(a))| a.ip().to_string()),
+        remote_ip: peer.map(|Extension(crate::http::Peer(a))| a.ip().to_string()),
     };
     let saved = w.update(&c, id, &data).await?;
     respond_written(
@@ -1443,7 +1457,7 @@ pub(crate) async fn delete(
     Path((key, id)): Path<(String, String)>,
     method: Method,
     uri: axum::http::Uri,
-    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    peer: Option<Extension<crate::http::Peer>>,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> ApiResult<Response> {
@@ -1459,7 +1473,7 @@ pub(crate) async fn delete(
         headers: &headers,
         q: &q,
         depth: 0,
-        remote_ip: peer.map(|Extension(ConnectInfo(a))| a.ip().to_string()),
+        remote_ip: peer.map(|Extension(crate::http::Peer(a))| a.ip().to_string()),
     };
     w.delete(&c, id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())

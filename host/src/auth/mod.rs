@@ -11,6 +11,9 @@ pub(crate) enum AuthError {
     BadSignature,
     #[error("expired token")]
     Expired,
+    /// `nbf` or `iat` lies in the future.
+    #[error("token not valid yet")]
+    NotYetValid,
     #[error("password hashing: {0}")]
     Hash(String),
 }

@@ -16,7 +16,10 @@ pub(crate) struct Claims {
     pub id: String,
     pub collection_id: String,
     pub kind: String,
-    pub exp: Option<i64>,
+    /// Seconds since the epoch; None when unset.
+    pub exp: Option<f64>,
+    pub nbf: Option<f64>,
+    pub iat: Option<f64>,
     pub refreshable: bool,
     pub all: Map<String, Value>,
 }
@@ -59,13 +62,34 @@ pub(crate) fn sign(
     format!("{input}.{sig}")
 }
 
-/// Strip an optional, case-insensitive `Bearer ` prefix.
+/// Strip an optional, case-insensitive `Bearer ` prefix: one space, as PocketBase strips it
+/// (`Bearer  TOKEN` leaves ` TOKEN`, which is no token).
 pub(crate) fn from_header(value: &str) -> &str {
     let v = value.trim();
-    if v.len() > 7 && v[..7].eq_ignore_ascii_case("bearer ") {
-        v[7..].trim()
-    } else {
-        v
+    match v.get(..7) {
+        Some(p) if v.len() > 7 && p.eq_ignore_ascii_case("bearer ") => &v[7..],
+        _ => v,
+    }
+}
+
+/// A registered time claim (`exp`, `nbf`, `iat`) read as PocketBase's JWT library reads it:
+/// absent or 0 means unset; any number is seconds (fractions kept); anything else (a string,
+/// null, a bool) makes the token invalid. Seconds past the range of a 64-bit count wrap to
+/// the far past, as Go's float-to-int conversion does on x86-64.
+fn time_claim(payload: &Map<String, Value>, key: &str) -> Result<Option<f64>, AuthError> {
+    match payload.get(key) {
+        None => Ok(None),
+        Some(Value::Number(n)) => {
+            let f = n.as_f64().ok_or(AuthError::Malformed)?;
+            if f == 0.0 {
+                Ok(None)
+            } else if f.abs() >= 9.223_372_036_854_775_807e18 {
+                Ok(Some(i64::MIN as f64))
+            } else {
+                Ok(Some(f))
+            }
+        }
+        Some(_) => Err(AuthError::Malformed),
     }
 }
 
@@ -96,7 +120,9 @@ pub(crate) fn peek(token: &str) -> Result<Claims, AuthError> {
         id: s("id"),
         collection_id: s("collectionId"),
         kind: s("type"),
-        exp: payload.get("exp").and_then(Value::as_f64).map(|e| e as i64),
+        exp: time_claim(&payload, "exp")?,
+        nbf: time_claim(&payload, "nbf")?,
+        iat: time_claim(&payload, "iat")?,
         refreshable: payload
             .get("refreshable")
             .and_then(Value::as_bool)
@@ -109,13 +135,14 @@ pub(crate) fn peek(token: &str) -> Result<Claims, AuthError> {
     Ok(claims)
 }
 
-/// Check the signature with `tokenKey + secret` and the expiry (only when `exp` is present, as
-/// PocketBase does).
+/// Check the signature with `tokenKey + secret`, then the time claims as PocketBase does: valid
+/// only before `exp`, and not before `nbf` or `iat` (each only when set; no leeway).
+/// `now_s`: seconds since the epoch, fractions included.
 pub(crate) fn verify(
     token: &str,
     token_key: &str,
     secret: &str,
-    now_s: i64,
+    now_s: f64,
 ) -> Result<Claims, AuthError> {
     let claims = peek(token)?;
     let (input, sig) = token.rsplit_once('.').ok_or(AuthError::Malformed)?;
@@ -125,10 +152,11 @@ pub(crate) fn verify(
     mac.update(input.as_bytes());
     mac.verify_slice(&sig)
         .map_err(|_| AuthError::BadSignature)?;
-    if let Some(exp) = claims.exp
-        && exp < now_s
-    {
+    if claims.exp.is_some_and(|exp| now_s >= exp) {
         return Err(AuthError::Expired);
+    }
+    if claims.nbf.is_some_and(|t| now_s < t) || claims.iat.is_some_and(|t| now_s < t) {
+        return Err(AuthError::NotYetValid);
     }
     Ok(claims)
 }
@@ -155,12 +183,12 @@ mod tests {
             "secret",
             1000,
         );
-        let c = verify(&t, "key", "secret", 1000).unwrap();
+        let c = verify(&t, "key", "secret", 1000.0).unwrap();
         assert_eq!(
             (c.id.as_str(), c.collection_id.as_str(), c.kind.as_str()),
             ("rec", "pbc_1", "auth")
         );
-        assert_eq!(c.exp, Some(1060));
+        assert_eq!(c.exp, Some(1060.0));
         assert!(c.refreshable);
         let payload = String::from_utf8(B64.decode(t.split('.').nth(1).unwrap()).unwrap()).unwrap();
         assert_eq!(
@@ -182,11 +210,11 @@ mod tests {
             1000,
         );
         assert!(matches!(
-            verify(&t, "key2", "secret", 1000),
+            verify(&t, "key2", "secret", 1000.0),
             Err(AuthError::BadSignature)
         ));
         assert!(matches!(
-            verify(&t, "key", "other", 1000),
+            verify(&t, "key", "other", 1000.0),
             Err(AuthError::BadSignature)
         ));
     }
@@ -195,7 +223,7 @@ mod tests {
     fn expired_tokens_are_refused() {
         let t = sign("rec", "pbc_1", "auth", 60, Map::new(), "k", "s", 1000);
         assert!(matches!(
-            verify(&t, "k", "s", 1061),
+            verify(&t, "k", "s", 1061.0),
             Err(AuthError::Expired)
         ));
     }
@@ -211,6 +239,43 @@ mod tests {
         assert!(c.refreshable);
     }
 
+    /// A token with `claims` as its payload, signed with key "k" + secret "s".
+    fn with_claims(claims: Value) -> String {
+        let header = B64.encode(br#"{"alg":"HS256","typ":"JWT"}"#);
+        let input = format!("{header}.{}", B64.encode(claims.to_string()));
+        format!("{input}.{}", B64.encode(sign_input("ks", &input)))
+    }
+
+    fn accepted(extra: Value, now: f64) -> bool {
+        let mut c = json!({"id": "rec", "collectionId": "pbc_1", "type": "auth"});
+        for (k, v) in extra.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        verify(&with_claims(c), "k", "s", now).is_ok()
+    }
+
+    #[test]
+    fn time_claims_are_checked_as_pocketbase_checks_them() {
+        let now = 1_000_000.5;
+        // exp: a number strictly after now; 0 means unset; a string, null or bool is invalid.
+        assert!(accepted(json!({"exp": 1_000_001}), now));
+        assert!(accepted(json!({"exp": 1_000_000.75}), now));
+        assert!(!accepted(json!({"exp": 1_000_000}), now));
+        assert!(accepted(json!({"exp": 0}), now));
+        assert!(!accepted(json!({"exp": "1000001"}), now));
+        assert!(!accepted(json!({"exp": null}), now));
+        assert!(!accepted(json!({"exp": true}), now));
+        assert!(!accepted(json!({"exp": 1e19}), now));
+        assert!(accepted(json!({"exp": 1e18}), now));
+        // nbf and iat: not in the future, no leeway.
+        assert!(!accepted(json!({"nbf": 1_000_001}), now));
+        assert!(!accepted(json!({"iat": 1_000_001}), now));
+        assert!(accepted(json!({"nbf": 1_000_000, "iat": 999_999}), now));
+        assert!(!accepted(json!({"iat": "1"}), now));
+        assert!(!accepted(json!({"nbf": null}), now));
+        assert!(accepted(json!({"iat": 0, "nbf": -1}), now));
+    }
+
     #[test]
     fn garbage_and_other_algorithms_are_malformed() {
         assert!(peek("nope").is_err());
@@ -223,6 +288,10 @@ mod tests {
         assert!(peek(&none_alg).is_err());
         assert_eq!(from_header("Bearer abc"), "abc");
         assert_eq!(from_header("bearer abc"), "abc");
+        assert_eq!(from_header("BEARER abc"), "abc");
         assert_eq!(from_header("abc"), "abc");
+        // One space only, as PocketBase strips the prefix: the rest is not a token.
+        assert_eq!(from_header("Bearer  abc"), " abc");
+        assert_eq!(from_header("Bearer\tabc"), "Bearer\tabc");
     }
 }

@@ -557,6 +557,9 @@ pub(crate) fn parse_filter(input: &str) -> Result<Option<Expr>, ParseError> {
             input.len()
         ));
     }
+    // PocketBase's scanner reads a NUL as the end of input: what follows one is never seen, and
+    // a string literal cut short by one is unterminated.
+    let input = input.split('\0').next().unwrap_or("");
     let toks = tokenize(input)?;
     if toks.is_empty() {
         return err("empty filter expression");

@@ -15,6 +15,9 @@ pub(crate) enum DefineError {
     BadFormat(String),
     /// Field-level problems, in PocketBase's nested `data` shape.
     Invalid(Map<String, Value>),
+    /// A definition PocketBase lets through validation and its database then refuses: the
+    /// message PocketBase answers with (after the action's "Failed to ..." prefix), no `data`.
+    Refused(String),
 }
 
 pub(crate) fn verr(code: &str, message: &str) -> Value {
@@ -25,8 +28,44 @@ pub(crate) fn verr_params(code: &str, message: &str, params: Value) -> Value {
     json!({"code": code, "message": message, "params": params})
 }
 
+/// Collection, field and collection id names: Go's `\w`, which is ASCII only.
 static NAME_RE: LazyLock<regex::Regex> =
-    LazyLock::new(|| regex::Regex::new(r"^\w+$").expect("static regex"));
+    LazyLock::new(|| regex::Regex::new(r"^[A-Za-z0-9_]+$").expect("static regex"));
+
+/// Tables of `data.db` that are not collections; a collection may not take their names
+/// (SQLite table names are case-insensitive).
+const INTERNAL_TABLES: &[&str] = &["_collections", "_migrations", "_params"];
+
+/// PocketBase's length rule: `validation_length_out_of_range` with its bounds.
+fn length_error(min: usize, max: usize) -> Value {
+    verr_params(
+        "validation_length_out_of_range",
+        &format!("The length must be between {min} and {max}."),
+        json!({"max": max, "min": min}),
+    )
+}
+
+/// The checks PocketBase runs on a collection's name, in its order (the first failing one is
+/// reported).
+fn name_error(name: &str) -> Option<Value> {
+    if name.is_empty() {
+        Some(verr("validation_required", "Cannot be blank."))
+    } else if name.chars().count() > 255 {
+        Some(length_error(1, 255))
+    } else if !NAME_RE.is_match(name) {
+        Some(verr(
+            "validation_match_invalid",
+            "Must be in a valid format.",
+        ))
+    } else if INTERNAL_TABLES.iter().any(|t| t.eq_ignore_ascii_case(name)) {
+        Some(verr(
+            "validation_collection_name_invalid",
+            "The name shouldn't match with an existing internal table.",
+        ))
+    } else {
+        None
+    }
+}
 
 const RESERVED_FIELD_NAMES: &[&str] = &[
     "null",
@@ -354,16 +393,8 @@ pub(crate) fn build(
         None => existing.map(|e| e.name.clone()).unwrap_or_default(),
         Some(_) => return Err(DefineError::BadFormat("name is not a string".into())),
     };
-    if name.is_empty() {
-        errors.insert(
-            "name".into(),
-            verr("validation_required", "Cannot be blank."),
-        );
-    } else if name.len() > 255 || !NAME_RE.is_match(&name) {
-        errors.insert(
-            "name".into(),
-            verr("validation_match_invalid", "Must be in a valid format."),
-        );
+    if let Some(e) = name_error(&name) {
+        errors.insert("name".into(), e);
     } else if let Some(other) = schema.by_name(&name)
         && existing.is_none_or(|e| e.id != other.id)
     {
@@ -397,14 +428,23 @@ pub(crate) fn build(
         .get("id")
         .and_then(Value::as_str)
         .is_some_and(|s| !s.is_empty());
-    if existing.is_none() && explicit_id && schema.by_id(&id).is_some() {
-        errors.insert(
-            "id".into(),
-            verr(
-                "validation_collection_id_exists",
-                "Collection id must be unique.",
-            ),
-        );
+    if existing.is_none() && explicit_id {
+        if id.chars().count() > 100 {
+            errors.insert("id".into(), length_error(1, 100));
+        } else if !NAME_RE.is_match(&id) {
+            errors.insert(
+                "id".into(),
+                verr("validation_match_invalid", "Must be in a valid format."),
+            );
+        } else if schema.by_id(&id).is_some() {
+            errors.insert(
+                "id".into(),
+                verr(
+                    "validation_invalid_or_existing_id",
+                    "The model id is invalid or already exists.",
+                ),
+            );
+        }
     }
 
     let old_rules = existing.map(|e| &e.rules);
@@ -505,6 +545,16 @@ pub(crate) fn build(
     if !errors.is_empty() {
         return Err(DefineError::Invalid(errors));
     }
+    // SQLite keeps `sqlite_*` names for itself; PocketBase passes such a name to the database
+    // and answers with its refusal.
+    if name
+        .get(..7)
+        .is_some_and(|p| p.eq_ignore_ascii_case("sqlite_"))
+    {
+        return Err(DefineError::Refused(format!(
+            "Raw error: \nSQL logic error: object name reserved for internal use: {name} (1)."
+        )));
+    }
     let now = ids::now();
     Ok(Collection {
         id,
@@ -533,11 +583,16 @@ fn build_fields(
     let mut fields: Vec<Field> = Vec::new();
     let mut field_errors = Map::new();
     let old_fields: &[Field] = existing.map(|e| e.fields.as_slice()).unwrap_or(&[]);
+    let merged = merge_same_fields(list, old_fields)?;
+    let list = merged.as_slice();
 
-    // The primary key always comes first, whether or not it was sent.
-    let sent_id = list
-        .iter()
-        .any(|v| v.get("name").and_then(Value::as_str) == Some("id"));
+    // The primary key always comes first, whether or not it was sent. An `id` sent with another
+    // type is not the primary key: the system one is put first and the sent one is reported
+    // as a duplicate below, as PocketBase does.
+    let sent_id = list.iter().any(|v| {
+        v.get("name").and_then(Value::as_str) == Some("id")
+            && v.get("type").and_then(Value::as_str) == Some("text")
+    });
     if !sent_id {
         fields.push(
             old_fields
@@ -635,9 +690,10 @@ fn build_fields(
             if let Value::Object(o) = entry {
                 o.insert(
                     "name".into(),
-                    verr(
+                    verr_params(
                         "validation_duplicated_field_name",
-                        "Duplicated or invalid field name.",
+                        &format!("Duplicated or invalid field name {}.", f.name),
+                        json!({"fieldName": f.name}),
                     ),
                 );
             }
@@ -661,6 +717,56 @@ fn build_fields(
     Ok(fields)
 }
 
+/// PocketBase's field list keeps one field per id and per name: a later entry with the id (or,
+/// sent without an id, the name) of an earlier one replaces it in place and takes over its id.
+fn merge_same_fields(list: &[Value], old_fields: &[Field]) -> Result<Vec<Value>, DefineError> {
+    let mut merged: Vec<Map<String, Value>> = Vec::with_capacity(list.len());
+    for (i, v) in list.iter().enumerate() {
+        let Value::Object(m) = v else {
+            return Err(DefineError::BadFormat(format!(
+                "field {i} is not an object"
+            )));
+        };
+        let sent_id = m
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty());
+        let name = m.get("name").and_then(Value::as_str).unwrap_or("");
+        let pos = match sent_id {
+            Some(id) => merged
+                .iter()
+                .position(|o| o.get("id").and_then(Value::as_str) == Some(id)),
+            None => merged
+                .iter()
+                .position(|o| o.get("name").and_then(Value::as_str) == Some(name)),
+        };
+        let Some(p) = pos else {
+            merged.push(m.clone());
+            continue;
+        };
+        let replaced = &merged[p];
+        let carried = match replaced.get("id").and_then(Value::as_str) {
+            Some(id) if !id.is_empty() => id.to_owned(),
+            _ => {
+                let rname = replaced.get("name").and_then(Value::as_str).unwrap_or("");
+                match old_fields.iter().find(|f| f.name == rname) {
+                    Some(f) => f.id.clone(),
+                    None => ids::field_id(
+                        replaced.get("type").and_then(Value::as_str).unwrap_or(""),
+                        rname,
+                    ),
+                }
+            }
+        };
+        let mut m = m.clone();
+        if sent_id.is_none() {
+            m.insert("id".into(), json!(carried));
+        }
+        merged[p] = m;
+    }
+    Ok(merged.into_iter().map(Value::Object).collect())
+}
+
 fn validate_field(
     f: &Field,
     kind: CollectionType,
@@ -668,24 +774,33 @@ fn validate_field(
     collection_id: &str,
     out: &mut Map<String, Value>,
 ) {
-    if f.name.is_empty() {
-        out.insert(
-            "name".into(),
-            verr("validation_required", "Cannot be blank."),
-        );
-    } else if f.name.len() > 100
-        || !NAME_RE.is_match(&f.name)
-        || f.name.contains("_via_")
-        || RESERVED_FIELD_NAMES.contains(&f.name.as_str())
-        || (kind == CollectionType::Auth && RESERVED_AUTH_FIELD_NAMES.contains(&f.name.as_str()))
-    {
-        out.insert(
-            "name".into(),
-            verr(
-                "validation_field_invalid_name",
-                "The field name is invalid or reserved.",
-            ),
-        );
+    // PocketBase's checks on a field name, in its order; the first failing one is reported.
+    let name_error = if f.name.is_empty() {
+        Some(verr("validation_required", "Cannot be blank."))
+    } else if f.name.chars().count() > 100 {
+        Some(length_error(1, 100))
+    } else if !NAME_RE.is_match(&f.name) {
+        Some(verr(
+            "validation_match_invalid",
+            "Must be in a valid format.",
+        ))
+    } else if RESERVED_FIELD_NAMES.contains(&f.name.as_str()) {
+        Some(verr("validation_not_in_invalid", "Must not be in list."))
+    } else if f.name.contains("_via_") {
+        Some(verr(
+            "validation_found_via",
+            "The value cannot contain \"_via_\".",
+        ))
+    } else if kind == CollectionType::Auth && RESERVED_AUTH_FIELD_NAMES.contains(&f.name.as_str()) {
+        Some(verr(
+            "validation_reserved_field_name",
+            "The field name is reserved and cannot be used.",
+        ))
+    } else {
+        None
+    };
+    if let Some(e) = name_error {
+        out.insert("name".into(), e);
     }
     match f.kind {
         FieldType::Select if f.opt_strings("values").is_empty() => {

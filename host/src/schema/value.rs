@@ -56,14 +56,154 @@ fn as_number(v: &Value) -> f64 {
     match v {
         Value::Number(n) => n.as_f64().unwrap_or(0.0),
         Value::Bool(b) => f64::from(u8::from(*b)),
-        Value::String(s) => s
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .filter(|n| n.is_finite())
-            .unwrap_or(0.0),
+        Value::String(s) => go_parse_float(s).filter(|n| n.is_finite()).unwrap_or(0.0),
         _ => 0.0,
     }
+}
+
+/// The deepest JSON nesting accepted (Go's decoder, and so PocketBase, refuses deeper input).
+pub(crate) const JSON_DEPTH_MAX: usize = 10_000;
+
+/// Parse JSON from a client (bodies, json field values). serde_json stops at 128 levels to keep
+/// its recursion off the end of the stack; PocketBase accepts up to [`JSON_DEPTH_MAX`]. Deeper
+/// input is measured first without recursion, and only input within the limit is parsed
+/// unbounded (the runtime's threads have stacks sized for it; see `cli.rs`).
+pub(crate) fn parse_json(bytes: &[u8]) -> serde_json::Result<Value> {
+    match serde_json::from_slice::<Value>(bytes) {
+        Err(e) if e.is_syntax() && json_depth(bytes) > 127 => {
+            if json_depth(bytes) > JSON_DEPTH_MAX {
+                return Err(e);
+            }
+            let mut de = serde_json::Deserializer::from_slice(bytes);
+            de.disable_recursion_limit();
+            let v = serde::Deserialize::deserialize(&mut de)?;
+            de.end()?;
+            Ok(v)
+        }
+        other => other,
+    }
+}
+
+/// The deepest nesting of arrays and objects in `bytes`, strings skipped; no recursion.
+fn json_depth(bytes: &[u8]) -> usize {
+    let (mut depth, mut max, mut in_str, mut esc) = (0usize, 0usize, false, false);
+    for &b in bytes {
+        if in_str {
+            match (esc, b) {
+                (true, _) => esc = false,
+                (false, b'\\') => esc = true,
+                (false, b'"') => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_str = true,
+            b'[' | b'{' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
+/// What a number field makes of a NaN or infinity it was sent: not a number, which validation
+/// refuses with `validation_not_a_number` (JSON has no such numbers to carry it).
+const NOT_A_NUMBER: &str = "NaN";
+
+/// Go's `strconv.ParseFloat(s, 64)`, which PocketBase's number casts use: None for a syntax
+/// error or an overflow (the cast then gives 0); NaN or an infinity only for the words
+/// `nan`, `inf` and `infinity` (any case; a sign only before the infinities). No surrounding
+/// space; `_` only between digits; hex mantissas need a `p` exponent.
+pub(crate) fn go_parse_float(s: &str) -> Option<f64> {
+    let (neg, body) = match s.as_bytes().first() {
+        Some(b'+') => (false, &s[1..]),
+        Some(b'-') => (true, &s[1..]),
+        _ => (false, s),
+    };
+    let signed = body.len() != s.len();
+    if body.eq_ignore_ascii_case("inf") || body.eq_ignore_ascii_case("infinity") {
+        return Some(if neg {
+            f64::NEG_INFINITY
+        } else {
+            f64::INFINITY
+        });
+    }
+    if body.eq_ignore_ascii_case("nan") {
+        return (!signed).then_some(f64::NAN);
+    }
+    if !underscores_ok(body) {
+        return None;
+    }
+    let clean: String = body.chars().filter(|&c| c != '_').collect();
+    let v = if clean.len() > 2 && clean[..2].eq_ignore_ascii_case("0x") {
+        parse_hex_float(&clean[2..])?
+    } else {
+        // Rust's grammar is Go's decimal one, minus the words handled above.
+        let ok = matches!(clean.as_bytes().first(), Some(b'0'..=b'9' | b'.'))
+            && clean
+                .bytes()
+                .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-'));
+        if !ok {
+            return None;
+        }
+        clean.parse::<f64>().ok()?
+    };
+    if v.is_infinite() {
+        return None; // out of range: Go's ErrRange
+    }
+    Some(if neg { -v } else { v })
+}
+
+/// Go's rule for `_` in number literals: only between digits (or after a base prefix).
+fn underscores_ok(s: &str) -> bool {
+    if !s.contains('_') {
+        return true;
+    }
+    let b = s.as_bytes();
+    let (mut i, mut saw, mut hex) = (0, b'^', false);
+    if b.len() >= 2 && b[0] == b'0' && matches!(b[1] | 0x20, b'b' | b'o' | b'x') {
+        i = 2;
+        saw = b'0';
+        hex = b[1] | 0x20 == b'x';
+    }
+    while i < b.len() {
+        let c = b[i];
+        if c.is_ascii_digit() || (hex && (c | 0x20).is_ascii_hexdigit()) {
+            saw = b'0';
+        } else if c == b'_' {
+            if saw != b'0' {
+                return false;
+            }
+            saw = b'_';
+        } else {
+            if saw == b'_' {
+                return false;
+            }
+            saw = b'!';
+        }
+        i += 1;
+    }
+    saw != b'_'
+}
+
+/// The digits of a hex float after `0x`: `h[.h]p[+-]d`, the exponent required.
+fn parse_hex_float(s: &str) -> Option<f64> {
+    let (mant, exp) = s.split_once(['p', 'P'])?;
+    let exp: i32 = exp.parse().ok()?;
+    let (int, frac) = mant.split_once('.').unwrap_or((mant, ""));
+    if int.is_empty() && frac.is_empty() {
+        return None;
+    }
+    let mut v = 0f64;
+    for c in int.chars().chain(frac.chars()) {
+        v = v * 16.0 + f64::from(c.to_digit(16)?);
+    }
+    let shift = exp - 4 * i32::try_from(frac.len()).ok()?;
+    Some(v * 2f64.powi(shift))
 }
 
 fn as_bool(v: &Value) -> bool {
@@ -123,7 +263,7 @@ fn normalize_json_string(s: &str) -> Value {
         _ => {
             let first = s.as_bytes()[0];
             if (first.is_ascii_digit() || matches!(first, b'-' | b'"' | b'[' | b'{'))
-                && let Ok(v) = serde_json::from_str::<Value>(s)
+                && let Ok(v) = parse_json(s.as_bytes())
             {
                 return v;
             }
@@ -154,7 +294,12 @@ fn dedup(list: Vec<String>) -> Vec<String> {
 /// Coerce raw input for a field into the API form of its value (PocketBase's loose typing).
 pub(crate) fn coerce(f: &Field, v: &Value) -> Value {
     match f.kind {
-        FieldType::Number => number(as_number(v)),
+        FieldType::Number => match v {
+            Value::String(s) if go_parse_float(s).is_some_and(|n| !n.is_finite()) => {
+                json!(NOT_A_NUMBER)
+            }
+            _ => number(as_number(v)),
+        },
         FieldType::Bool => json!(as_bool(v)),
         FieldType::Date | FieldType::Autodate => match v {
             Value::String(s) => json!(normalize_date(s)),
@@ -353,7 +498,12 @@ pub(crate) fn validate(f: &Field, v: &Value) -> Option<Value> {
             None
         }
         FieldType::Number => {
-            let n = v.as_f64().unwrap_or(0.0);
+            let Some(n) = v.as_f64() else {
+                return Some(verr(
+                    "validation_not_a_number",
+                    "The submitted number is not properly formatted.",
+                ));
+            };
             if f.opt_bool("onlyInt") && n.fract() != 0.0 {
                 return Some(verr(
                     "validation_only_int_constraint",
@@ -550,7 +700,7 @@ pub(crate) fn from_stored(f: &Field, s: Stored) -> Value {
             Stored::Null => Value::Null,
             Stored::Int(i) => json!(i),
             Stored::Real(r) => json!(r),
-            Stored::Text(t) => serde_json::from_str(&t).unwrap_or(Value::String(t)),
+            Stored::Text(t) => parse_json(t.as_bytes()).unwrap_or(Value::String(t)),
         },
         FieldType::GeoPoint => {
             let v = match s {
@@ -580,6 +730,83 @@ pub(crate) fn from_stored(f: &Field, s: Stored) -> Value {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn number_strings_parse_as_gos_parse_float_does() {
+        let cases: &[(&str, Option<f64>)] = &[
+            ("5", Some(5.0)),
+            ("+5", Some(5.0)),
+            ("-1.5", Some(-1.5)),
+            (".5", Some(0.5)),
+            ("5.", Some(5.0)),
+            ("00012", Some(12.0)),
+            ("1e5", Some(1e5)),
+            ("1E-3", Some(1e-3)),
+            ("1_000", Some(1000.0)),
+            ("0x1p4", Some(16.0)),
+            (" 5 ", None),
+            ("", None),
+            ("5e", None),
+            ("1e400", None),
+            ("0x10", None),
+            ("_1", None),
+            ("1_", None),
+            ("1__0", None),
+            ("--5", None),
+            ("+-5", None),
+            ("+nan", None),
+            ("infx", None),
+        ];
+        for (s, want) in cases {
+            assert_eq!(go_parse_float(s), *want, "{s:?}");
+        }
+        for s in ["NaN", "nan", "inf", "-Inf", "+INFINITY", "infinity"] {
+            assert!(go_parse_float(s).is_some_and(|n| !n.is_finite()), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn a_nan_or_infinity_sent_to_a_number_field_is_not_a_number() {
+        let f = crate::schema::define::field_from_json(
+            json!({"id": "n1", "name": "n", "type": "number"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        )
+        .unwrap();
+        for s in ["NaN", "Infinity", "-inf"] {
+            let v = coerce(&f, &json!(s));
+            assert_eq!(
+                validate(&f, &v).unwrap()["code"],
+                "validation_not_a_number",
+                "{s:?}"
+            );
+        }
+        // Unparseable text is 0, as PocketBase's cast makes it.
+        assert_eq!(coerce(&f, &json!("1e400")), json!(0));
+    }
+
+    #[test]
+    fn json_nests_as_deep_as_pocketbase_allows_and_no_deeper() {
+        let nested =
+            |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth)).into_bytes();
+        assert!(parse_json(&nested(128)).is_ok());
+        // The server's threads have the stack for this; the test's own thread may not.
+        let deep = std::thread::Builder::new()
+            .stack_size(crate::THREAD_STACK_BYTES)
+            .spawn(move || {
+                let v = parse_json(&nested(JSON_DEPTH_MAX));
+                (v.is_ok(), parse_json(&nested(JSON_DEPTH_MAX + 1)).is_err())
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(deep, (true, true));
+        // Brackets inside strings do not count.
+        let s = format!("[\"{}\"]", "[".repeat(20_000));
+        assert!(parse_json(s.as_bytes()).is_ok());
+        assert!(parse_json(b"[1,").is_err());
+    }
+
     use super::*;
     use crate::schema::define::field_from_json;
 

@@ -113,7 +113,7 @@ pub(crate) fn create(conn: &Connection, c: &Collection) -> Result<()> {
             q(&c.name),
             c.view_query()
         ))
-        .map_err(|e| StoreError::Invalid(format!("Invalid view query. Raw error: {e}")))?;
+        .map_err(|e| view_refused(sqlite_reason(&e)))?;
         return Ok(());
     }
     conn.execute_batch(&table_sql(&c.name, &c.fields))?;
@@ -221,18 +221,175 @@ pub(crate) fn referenced_by(schema: &Schema, c: &Collection) -> Option<String> {
         .map(|o| o.name.clone())
 }
 
+/// SQLite's refusal as PocketBase words it (its driver prints the code's description, the
+/// message and the code).
+fn sqlite_reason(e: &rusqlite::Error) -> String {
+    match e {
+        rusqlite::Error::SqliteFailure(f, Some(msg)) if f.extended_code & 0xff == 1 => {
+            format!("SQL logic error: {msg} (1).")
+        }
+        rusqlite::Error::SqliteFailure(f, Some(msg)) => format!("{msg} ({}).", f.extended_code),
+        // A syntax error: rusqlite adds the statement and offset, PocketBase shows SQLite's words.
+        rusqlite::Error::SqlInputError { msg, .. } => format!("SQL logic error: {msg} (1)."),
+        other => format!("{other}."),
+    }
+}
+
+fn view_refused(why: impl Into<String>) -> StoreError {
+    StoreError::ViewQuery {
+        why: why.into(),
+        missing_id: false,
+    }
+}
+
+/// Whether the outermost SELECT of `sql` lists a wildcard column (`*` or `t.*`). PocketBase
+/// refuses those: a view's fields must be named, so that a later column added to the source
+/// table (a password hash, say) never appears in the view by itself.
+pub(crate) fn has_wildcard_column(sql: &str) -> bool {
+    #[derive(PartialEq)]
+    enum Tok<'a> {
+        Word(&'a str),
+        Punct(u8),
+        Other,
+    }
+    let b = sql.as_bytes();
+    let mut toks: Vec<(usize, Tok<'_>)> = Vec::new();
+    let (mut i, mut depth) = (0usize, 0usize);
+    while i < b.len() {
+        let c = b[i];
+        let skip_to = |from: usize, end: &[u8]| -> usize {
+            sql[from..]
+                .find(std::str::from_utf8(end).unwrap_or(""))
+                .map_or(b.len(), |p| from + p + end.len())
+        };
+        match c {
+            _ if c.is_ascii_whitespace() => i += 1,
+            b'-' if b.get(i + 1) == Some(&b'-') => i = skip_to(i + 2, b"\n"),
+            b'/' if b.get(i + 1) == Some(&b'*') => i = skip_to(i + 2, b"*/"),
+            b'\'' | b'"' | b'`' => {
+                // A quote doubled inside is an escaped quote; either way the token ends at the
+                // next lone closing quote.
+                let mut j = i + 1;
+                while j < b.len() {
+                    if b[j] == c {
+                        if b.get(j + 1) == Some(&c) {
+                            j += 2;
+                            continue;
+                        }
+                        break;
+                    }
+                    j += 1;
+                }
+                toks.push((depth, Tok::Other));
+                i = j + 1;
+            }
+            b'[' => {
+                toks.push((depth, Tok::Other));
+                i = skip_to(i + 1, b"]");
+            }
+            b'(' => {
+                toks.push((depth, Tok::Punct(c)));
+                depth += 1;
+                i += 1;
+            }
+            b')' => {
+                depth = depth.saturating_sub(1);
+                toks.push((depth, Tok::Punct(c)));
+                i += 1;
+            }
+            _ if c.is_ascii_alphanumeric() || c == b'_' || c >= 0x80 => {
+                let start = i;
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] >= 0x80)
+                {
+                    i += 1;
+                }
+                toks.push((depth, Tok::Word(&sql[start..i])));
+            }
+            _ => {
+                toks.push((depth, Tok::Punct(c)));
+                i += 1;
+            }
+        }
+    }
+    let is_kw = |t: &Tok<'_>, kw: &str| matches!(t, Tok::Word(w) if w.eq_ignore_ascii_case(kw));
+    let Some(select) = toks.iter().position(|(d, t)| *d == 0 && is_kw(t, "select")) else {
+        return false;
+    };
+    const ENDS: &[&str] = &[
+        "from",
+        "where",
+        "group",
+        "having",
+        "order",
+        "limit",
+        "window",
+        "union",
+        "intersect",
+        "except",
+    ];
+    let mut column: Vec<&Tok<'_>> = Vec::new();
+    let wildcard = |col: &[&Tok<'_>]| match col {
+        [Tok::Punct(b'*')] => true,
+        [.., Tok::Punct(b'.'), Tok::Punct(b'*')] => true,
+        _ => false,
+    };
+    for (d, t) in &toks[select + 1..] {
+        if *d == 0 && ENDS.iter().any(|k| is_kw(t, k)) {
+            break;
+        }
+        if *d == 0 && *t == Tok::Punct(b',') {
+            if wildcard(&column) {
+                return true;
+            }
+            column.clear();
+            continue;
+        }
+        if column.is_empty() && *d == 0 && (is_kw(t, "distinct") || is_kw(t, "all")) {
+            continue;
+        }
+        // Only the column's own top-level tokens decide (`count(*)` ends with `)`).
+        if *d == 0 {
+            column.push(t);
+        } else if column.last() != Some(&&Tok::Other) {
+            column.push(&Tok::Other);
+        }
+    }
+    wildcard(&column)
+}
+
 /// Infer a view's fields from its query: a column read straight from a collection's table becomes
 /// a clone of that field, `id` a plain text field, anything computed a json field (numbers for
-/// counts and integer casts).
+/// counts and integer casts). The query is tried as a real view inside a savepoint that is
+/// rolled back, so SQLite words its refusals as it will for the real view.
 pub(crate) fn infer_view_fields(
     conn: &Connection,
     schema: &Schema,
     query: &str,
 ) -> Result<Vec<Field>> {
-    let sql = format!("SELECT * FROM ({query}) LIMIT 0");
+    match conn.prepare(query) {
+        Err(rusqlite::Error::MultipleStatement) => {
+            return Err(view_refused("multiple statements are not supported."));
+        }
+        // Other problems are reported by the view below, in the words SQLite uses there.
+        _ => {}
+    }
+    if has_wildcard_column(query) {
+        return Err(view_refused(
+            "wildcard columns (*) are not supported - manually type the collection field names you want the view query to have.",
+        ));
+    }
+    conn.execute_batch("SAVEPOINT view_probe")?;
+    let probed = probe_view(conn, schema, query);
+    conn.execute_batch("ROLLBACK TO view_probe; RELEASE view_probe")?;
+    probed
+}
+
+fn probe_view(conn: &Connection, schema: &Schema, query: &str) -> Result<Vec<Field>> {
+    conn.execute_batch(&format!("CREATE VIEW `_ferrobase_view_probe` AS {query}"))
+        .map_err(|e| view_refused(sqlite_reason(&e)))?;
     let stmt = conn
-        .prepare(&sql)
-        .map_err(|e| StoreError::Invalid(format!("Invalid view query. Raw error: {e}")))?;
+        .prepare("SELECT * FROM `_ferrobase_view_probe` LIMIT 0")
+        .map_err(|e| view_refused(sqlite_reason(&e)))?;
     let lowered = query.to_ascii_lowercase();
     let mut fields = Vec::new();
     let mut has_id = false;
@@ -255,10 +412,10 @@ pub(crate) fn infer_view_fields(
         let field = match source {
             Some(mut f) => {
                 let clone_id = format!("_clone_{}", ids::lower_alnum(4));
+                // A clone keeps every option of its source (required and system included, as
+                // PocketBase keeps them), under its own id and the column's name.
                 f.raw.insert("id".into(), json!(clone_id));
                 f.raw.insert("name".into(), json!(name));
-                f.raw.insert("system".into(), json!(false));
-                f.raw.insert("required".into(), json!(false));
                 field_from_json(f.raw).expect("cloned from a valid field")
             }
             None => {
@@ -285,9 +442,39 @@ pub(crate) fn infer_view_fields(
         fields.push(field);
     }
     if !has_id {
-        return Err(StoreError::Invalid(
-            "Invalid view query. Raw error: \nmissing required id column (you can use `(ROW_NUMBER() OVER()) as id` if you don't have one).".into(),
-        ));
+        return Err(StoreError::ViewQuery {
+            why: "missing required id column (you can use `(ROW_NUMBER() OVER()) as id` if you don't have one).".into(),
+            missing_id: true,
+        });
     }
     Ok(fields)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::has_wildcard_column;
+
+    #[test]
+    fn wildcard_columns_of_the_outer_select_are_found() {
+        for q in [
+            "SELECT * FROM users",
+            "select u.* from users u",
+            "SELECT id, * FROM users",
+            "SELECT DISTINCT * FROM users",
+            "SELECT * FROM (SELECT id FROM users)",
+            "SELECT id, `t`.* FROM users t",
+        ] {
+            assert!(has_wildcard_column(q), "{q}");
+        }
+        for q in [
+            "SELECT id, count(*) AS c FROM users GROUP BY id",
+            "SELECT id, '*' AS c FROM users",
+            "SELECT id, 2*3 AS c FROM users",
+            "SELECT id, (SELECT count(*) FROM users) AS c FROM users",
+            "SELECT id /* * */ FROM users -- *",
+            "SELECT \"*\" AS id FROM users",
+        ] {
+            assert!(!has_wildcard_column(q), "{q}");
+        }
+    }
 }

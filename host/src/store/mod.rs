@@ -37,11 +37,18 @@ pub(crate) enum StoreError {
     /// A unique index refused the write; the columns it names.
     #[error("unique constraint on {0:?}")]
     NotUnique(Vec<String>),
+    /// An auth record's id is already used by a record of another auth collection.
+    #[error("the auth record id is taken by another auth collection")]
+    AuthIdTaken,
     /// A required relation still points at the record being deleted.
     #[error("record is part of a required relation")]
     RequiredRelation,
     #[error("invalid: {0}")]
     Invalid(String),
+    /// A view's query that cannot define a view: SQLite's (or our) reason, and whether it is
+    /// only the `id` column that is missing.
+    #[error("invalid view query: {why}")]
+    ViewQuery { why: String, missing_id: bool },
     /// Plugin SQL that its policy refuses.
     #[error("denied: {0}")]
     Denied(String),
@@ -329,6 +336,7 @@ impl Store {
         // order, so writers never contend for SQLite's lock and readers never wait on them.
         let handle = std::thread::Builder::new()
             .name("ferrobase-writer".into())
+            .stack_size(crate::THREAD_STACK_BYTES)
             .spawn(move || {
                 writer_loop(&mut writer, &rx, &feed);
                 // Last act before the process lets go of the file: fold the WAL back in.

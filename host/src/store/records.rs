@@ -220,7 +220,53 @@ pub(crate) fn existing_ids(
     Ok(out)
 }
 
-pub(crate) fn insert(conn: &Connection, c: &Collection, row: &[(usize, Stored)]) -> Result<()> {
+/// Whether `id` names a record of an auth collection other than `c`.
+///
+/// Auth record ids are unique across every auth collection, as in PocketBase: rules compare
+/// `@request.auth.id` alone (`owner = @request.auth.id`), so two auth records with one id would
+/// let the second sign in as the first.
+pub(crate) fn auth_id_taken(
+    conn: &Connection,
+    schema: &Schema,
+    c: &Collection,
+    id: &str,
+) -> Result<bool> {
+    for other in schema
+        .collections
+        .iter()
+        .filter(|o| o.is_auth() && o.id != c.id)
+    {
+        let mut stmt =
+            conn.prepare_cached(&format!("SELECT 1 FROM {} WHERE `id` = ?1", q(&other.name)))?;
+        if stmt.exists([id])? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Insert one row. Every record insert passes here, so this is where an auth record's id is
+/// checked against the other auth collections (inside the write's transaction, so no other
+/// write can take the id in between).
+pub(crate) fn insert(
+    conn: &Connection,
+    schema: &Schema,
+    c: &Collection,
+    row: &[(usize, Stored)],
+) -> Result<()> {
+    if c.is_auth() {
+        let id = row
+            .iter()
+            .find(|(i, _)| c.fields[*i].name == "id")
+            .and_then(|(_, v)| match v {
+                Stored::Text(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .ok_or_else(|| StoreError::Invalid("an auth record needs an id".into()))?;
+        if auth_id_taken(conn, schema, c, id)? {
+            return Err(StoreError::AuthIdTaken);
+        }
+    }
     let cols: Vec<String> = row.iter().map(|(i, _)| q(&c.fields[*i].name)).collect();
     let marks: Vec<&str> = row.iter().map(|_| "?").collect();
     let sql = format!(

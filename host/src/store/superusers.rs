@@ -1,10 +1,12 @@
 //! The `superuser` CLI verbs: rows of `_superusers`, written through the writer like any write.
 
-use super::Store;
+use super::{Store, records};
 use crate::auth::password;
+use crate::schema::value::Stored;
 use crate::schema::value::validate;
+use crate::schema::{Collection, Schema};
 use crate::schema::{SUPERUSERS_ID, ids};
-use rusqlite::{OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::json;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,11 +74,28 @@ pub(crate) fn apply(
                     format!("Successfully saved superuser {email}!")
                 }
                 (Mode::Upsert | Mode::Create, None) => {
-                    tx.execute(
-                        "INSERT INTO _superusers (id, email, emailVisibility, password, tokenKey, verified, created, updated) \
-                         VALUES (?1, ?2, 0, ?3, ?4, 1, ?5, ?5)",
-                        params![ids::record_id(), email, hash, ids::secret(50), now],
-                    )?;
+                    // Through the one record insert, which keeps auth ids unique across auth
+                    // collections.
+                    let hash = hash.clone().unwrap_or_default();
+                    let row: Vec<(usize, Stored)> = su
+                        .fields
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(i, f)| {
+                            let v = match f.name.as_str() {
+                                "id" => Stored::Text(fresh_id(&tx, &schema, &su).ok()?),
+                                "email" => Stored::Text(email.clone()),
+                                "emailVisibility" => Stored::Int(0),
+                                "password" => Stored::Text(hash.clone()),
+                                "tokenKey" => Stored::Text(ids::secret(50)),
+                                "verified" => Stored::Int(1),
+                                "created" | "updated" => Stored::Text(now.clone()),
+                                _ => return None,
+                            };
+                            Some((i, v))
+                        })
+                        .collect();
+                    records::insert(&tx, &schema, &su, &row)?;
                     format!("Successfully saved superuser {email}!")
                 }
             };
@@ -84,4 +103,14 @@ pub(crate) fn apply(
             Ok(Ok(msg))
         })
         .map_err(|e| e.to_string())?
+}
+
+/// A record id no auth collection uses yet.
+fn fresh_id(conn: &Connection, schema: &Schema, su: &Collection) -> super::Result<String> {
+    loop {
+        let id = ids::record_id();
+        if !records::auth_id_taken(conn, schema, su, &id)? {
+            return Ok(id);
+        }
+    }
 }

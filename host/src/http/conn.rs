@@ -1,0 +1,509 @@
+//! One connection's phase (busy, reading a head, idle), the reader that notices new heads and
+//! their framing headers, the watcher that times them out, and the registry that caps them.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::Notify;
+
+/// Milliseconds since the first call: a clock the phase timestamps share.
+fn now_ms() -> u64 {
+    static BASE: OnceLock<Instant> = OnceLock::new();
+    let base = BASE.get_or_init(Instant::now);
+    u64::try_from(base.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// What the head of the request being read said about its framing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Framing {
+    Plain,
+    /// Both `Content-Length` and `Transfer-Encoding`.
+    Conflicting,
+}
+
+const FRAMING_PLAIN: u8 = 0;
+const FRAMING_CONFLICT: u8 = 1;
+
+/// One connection's shared state: written by its reader, its requests and their bodies, read
+/// by its watcher and by the registry when it looks for a connection to close.
+pub(super) struct Track {
+    id: u64,
+    /// Requests whose response has not finished.
+    busy: AtomicU32,
+    /// When the connection last became idle, or when the head being read began (ms).
+    since_ms: AtomicU64,
+    /// Bytes of a new request arrived since the connection was last idle.
+    reading_head: AtomicBool,
+    /// Bumped each time the connection becomes idle, so the reader starts a fresh head scan.
+    idle_gen: AtomicU32,
+    framing: AtomicU8,
+    /// Chosen by the registry to make room; its watcher closes it.
+    evicted: AtomicBool,
+    wake: Notify,
+}
+
+impl Track {
+    /// A request's head was parsed: the connection is busy until the returned guard (moved into
+    /// the response body) is dropped.
+    pub(super) fn begin_request(self: &Arc<Self>) -> Busy {
+        self.busy.fetch_add(1, Ordering::AcqRel);
+        Busy(Arc::clone(self))
+    }
+
+    pub(super) fn take_framing(&self) -> Framing {
+        if self.framing.swap(FRAMING_PLAIN, Ordering::AcqRel) == FRAMING_CONFLICT {
+            Framing::Conflicting
+        } else {
+            Framing::Plain
+        }
+    }
+
+    fn is_evictable(&self) -> bool {
+        self.busy.load(Ordering::Acquire) == 0 && !self.evicted.load(Ordering::Acquire)
+    }
+
+    /// Resolves (with the reason) when the connection must be closed: its head took longer than
+    /// `header_read`, it sat idle longer than `idle`, or the registry chose it to make room.
+    /// A busy connection is never timed.
+    pub(super) async fn watch(&self, header_read: Duration, idle: Duration) -> &'static str {
+        let (header_ms, idle_ms) = (ms(header_read), ms(idle));
+        loop {
+            if self.evicted.load(Ordering::Acquire) {
+                return "closed to make room for a new connection";
+            }
+            let wait_ms = if self.busy.load(Ordering::Acquire) > 0 {
+                // Re-checked after a while; the end of a request needs no wake-up, since it
+                // only starts the idle clock.
+                idle_ms
+            } else {
+                let since = self.since_ms.load(Ordering::Acquire);
+                let head = self.reading_head.load(Ordering::Acquire);
+                let limit = if head { header_ms } else { idle_ms };
+                let now = now_ms();
+                if now.saturating_sub(since) >= limit {
+                    return if head {
+                        "request headers not received within http.header_read_timeout_ms"
+                    } else {
+                        "idle for http.idle_timeout_ms"
+                    };
+                }
+                limit - now.saturating_sub(since)
+            };
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(wait_ms.max(1))) => {}
+                () = self.wake.notified() => {}
+            }
+        }
+    }
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A request in flight; dropping it (with the response body) may make the connection idle.
+pub(super) struct Busy(Arc<Track>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let t = &self.0;
+        if t.busy.fetch_sub(1, Ordering::AcqRel) == 1 {
+            t.since_ms.store(now_ms(), Ordering::Release);
+            t.reading_head.store(false, Ordering::Release);
+            t.idle_gen.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+}
+
+/// A response body that keeps its request's [`Busy`] until hyper has sent it in full (or the
+/// connection went away).
+pub(super) struct Tracked<B> {
+    inner: B,
+    _busy: Busy,
+}
+
+impl<B> Tracked<B> {
+    pub(super) fn new(inner: B, busy: Busy) -> Self {
+        Self { inner, _busy: busy }
+    }
+}
+
+impl<B: hyper::body::Body + Unpin> hyper::body::Body for Tracked<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The socket as hyper reads it: the first bytes after an idle spell start the head clock, and
+/// the head's lines are scanned for the two framing headers.
+pub(super) struct Io {
+    stream: tokio::net::TcpStream,
+    track: Arc<Track>,
+    /// The `idle_gen` this reader's scan belongs to.
+    generation: u32,
+    scan: HeadScan,
+}
+
+impl Io {
+    pub(super) fn new(stream: tokio::net::TcpStream, track: Arc<Track>) -> Self {
+        Self {
+            stream,
+            generation: track.idle_gen.load(Ordering::Acquire),
+            track,
+            scan: HeadScan::default(),
+        }
+    }
+
+    fn saw(&mut self, bytes: &[u8]) {
+        let generation = self.track.idle_gen.load(Ordering::Acquire);
+        if generation != self.generation {
+            self.generation = generation;
+            self.scan = HeadScan::default();
+        }
+        if self.scan.done {
+            return;
+        }
+        let t = &self.track;
+        if !self.scan.started {
+            // Bytes that arrive while a request is in flight belong to a pipelined request:
+            // hyper reads them later, and they are neither timed nor scanned.
+            if t.busy.load(Ordering::Acquire) > 0 {
+                return;
+            }
+            self.scan.started = true;
+            // A fresh connection is timed as a head from its first moment (see `admit`); an
+            // idle one starts its head clock with these bytes.
+            // (The time is stored first: a watcher that sees the head flag must not pair it
+            // with the idle spell's start.)
+            if !t.reading_head.load(Ordering::Acquire) {
+                t.since_ms.store(now_ms(), Ordering::Release);
+                t.reading_head.store(true, Ordering::Release);
+                t.wake.notify_one();
+            }
+        }
+        self.scan.feed(bytes);
+        if self.scan.done && self.scan.content_length && self.scan.transfer_encoding {
+            t.framing.store(FRAMING_CONFLICT, Ordering::Release);
+        }
+    }
+}
+
+impl AsyncRead for Io {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let r = Pin::new(&mut this.stream).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = r
+            && buf.filled().len() > before
+        {
+            this.saw(&buf.filled()[before..]);
+        }
+        r
+    }
+}
+
+impl AsyncWrite for Io {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+}
+
+/// Looks at the lines of one request head, up to its blank line, for the names of the two
+/// framing headers. Header names never carry whitespace before their colon (hyper refuses such
+/// heads), so a line is judged by its first bytes alone.
+#[derive(Default)]
+struct HeadScan {
+    started: bool,
+    done: bool,
+    /// The current line's first bytes, lowercased (enough for the longer name and its colon).
+    start: [u8; 18],
+    start_len: usize,
+    /// Bytes of the current line other than `\r`: zero at its end means the head is over.
+    line_len: usize,
+    content_length: bool,
+    transfer_encoding: bool,
+}
+
+impl HeadScan {
+    fn feed(&mut self, mut bytes: &[u8]) {
+        while !self.done && !bytes.is_empty() {
+            match memchr::memchr(b'\n', bytes) {
+                Some(i) => {
+                    self.part(&bytes[..i]);
+                    self.end_line();
+                    bytes = &bytes[i + 1..];
+                }
+                None => {
+                    self.part(bytes);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn part(&mut self, part: &[u8]) {
+        let take = (self.start.len() - self.start_len).min(part.len());
+        for (slot, b) in self.start[self.start_len..self.start_len + take]
+            .iter_mut()
+            .zip(part)
+        {
+            *slot = b.to_ascii_lowercase();
+        }
+        self.start_len += take;
+        self.line_len += part.iter().filter(|&&b| b != b'\r').count();
+    }
+
+    fn end_line(&mut self) {
+        if self.line_len == 0 {
+            self.done = true;
+            return;
+        }
+        let start = &self.start[..self.start_len];
+        if start.starts_with(b"content-length:") {
+            self.content_length = true;
+        } else if start.starts_with(b"transfer-encoding:") {
+            self.transfer_encoding = true;
+        }
+        self.start_len = 0;
+        self.line_len = 0;
+    }
+}
+
+/// Every open connection, so the accept loop can cap them and pick one to close.
+pub(super) struct Registry {
+    max: usize,
+    open: Mutex<HashMap<u64, Arc<Track>>>,
+    next_id: AtomicU64,
+    released: Notify,
+    /// When the cap was last reported (ms), so the log says it once per episode, not per accept.
+    last_report_ms: AtomicU64,
+}
+
+/// How often, at most, reaching the cap is logged.
+const REPORT_EVERY_MS: u64 = 10_000;
+
+impl Registry {
+    pub(super) fn new(max: usize) -> Self {
+        Self {
+            max: max.max(1),
+            open: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            released: Notify::new(),
+            last_report_ms: AtomicU64::new(0),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Track>>> {
+        // A panic while holding this lock leaves the map consistent (each step is one insert
+        // or remove), so a poisoned lock is still usable.
+        self.open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn report(&self, what: &str, open: usize) {
+        let now = now_ms();
+        let last = self.last_report_ms.load(Ordering::Relaxed);
+        if last == 0 || now.saturating_sub(last) >= REPORT_EVERY_MS {
+            self.last_report_ms.store(now.max(1), Ordering::Relaxed);
+            tracing::warn!(
+                open,
+                max = self.max,
+                "connection cap (http.max_connections) reached: {what}"
+            );
+        }
+    }
+
+    /// Resolves once a new connection may be accepted: below the cap, or at it with a
+    /// connection that can be closed to make room (it is then told to close).
+    pub(super) async fn room(&self) {
+        loop {
+            let released = self.released.notified();
+            tokio::pin!(released);
+            released.as_mut().enable();
+            {
+                let open = self.lock();
+                if open.len() < self.max {
+                    return;
+                }
+                let n = open.len();
+                let pending = open
+                    .values()
+                    .filter(|t| t.evicted.load(Ordering::Acquire))
+                    .count();
+                // Room already being made for earlier newcomers does not count twice.
+                if n - pending < self.max || Self::evict_in(&open) {
+                    drop(open);
+                    self.report("closing the longest-idle connections to admit new ones", n);
+                    return;
+                }
+                drop(open);
+                self.report(
+                    "every connection is busy; new ones wait in the listen backlog",
+                    n,
+                );
+            }
+            released.await;
+        }
+    }
+
+    /// Tell the longest-idle (or longest-reading) connection to close. False when every
+    /// connection is busy.
+    fn evict_in(open: &HashMap<u64, Arc<Track>>) -> bool {
+        let victim = open
+            .values()
+            .filter(|t| t.is_evictable())
+            .min_by_key(|t| (t.since_ms.load(Ordering::Acquire), t.id));
+        match victim {
+            Some(t) => {
+                t.evicted.store(true, Ordering::Release);
+                t.wake.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Make room after an accept error (out of descriptors).
+    pub(super) fn evict_one(&self) {
+        Self::evict_in(&self.lock());
+    }
+
+    pub(super) fn admit(&self) -> Arc<Track> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let t = Arc::new(Track {
+            id,
+            busy: AtomicU32::new(0),
+            since_ms: AtomicU64::new(now_ms()),
+            // A new connection is timed as a head from its first moment: a client that
+            // connects and sends nothing gets the header-read timeout, not the idle one.
+            reading_head: AtomicBool::new(true),
+            idle_gen: AtomicU32::new(0),
+            framing: AtomicU8::new(FRAMING_PLAIN),
+            evicted: AtomicBool::new(false),
+            wake: Notify::new(),
+        });
+        self.lock().insert(id, Arc::clone(&t));
+        t
+    }
+
+    pub(super) fn leave_on_drop(self: &Arc<Self>, t: &Arc<Track>) -> Leave {
+        Leave {
+            registry: Arc::clone(self),
+            id: t.id,
+        }
+    }
+
+    /// Resolves when no connection is open.
+    pub(super) async fn drained(&self) {
+        loop {
+            let released = self.released.notified();
+            tokio::pin!(released);
+            released.as_mut().enable();
+            if self.lock().is_empty() {
+                return;
+            }
+            released.await;
+        }
+    }
+}
+
+/// Removes its connection from the registry when the connection's task ends.
+pub(super) struct Leave {
+    registry: Arc<Registry>,
+    id: u64,
+}
+
+impl Drop for Leave {
+    fn drop(&mut self) {
+        self.registry.lock().remove(&self.id);
+        self.registry.released.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scan(chunks: &[&[u8]]) -> HeadScan {
+        let mut s = HeadScan::default();
+        for c in chunks {
+            s.feed(c);
+        }
+        s
+    }
+
+    #[test]
+    fn both_framing_headers_are_seen_in_any_case_and_split_anywhere() {
+        let head = b"POST /x HTTP/1.1\r\nHost: a\r\ncOnTeNt-LeNgTh: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n";
+        for cut in 0..head.len() {
+            let s = scan(&[&head[..cut], &head[cut..]]);
+            assert!(
+                s.done && s.content_length && s.transfer_encoding,
+                "cut at {cut}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_scan_stops_at_the_blank_line_and_ignores_lookalikes() {
+        let s = scan(&[
+            b"POST /content-length: HTTP/1.1\r\nX-Transfer-Encoding: a\r\nContent-Length: 40\r\n\r\nTransfer-Encoding: chunked\r\n",
+        ]);
+        assert!(s.done && s.content_length && !s.transfer_encoding);
+        let s = scan(&[b"GET / HTTP/1.1\nHost: a\n\nContent-Length: 1\n"]);
+        assert!(s.done && !s.content_length);
+    }
+
+    #[test]
+    fn a_head_in_progress_is_not_done() {
+        let s = scan(&[b"GET / HTTP/1.1\r\nHost: a\r\n"]);
+        assert!(!s.done);
+    }
+}

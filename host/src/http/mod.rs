@@ -1,0 +1,243 @@
+//! Owns the accepted connections: HTTP/1 through hyper, the header-read and idle timeouts, the
+//! connection cap, framing checks and graceful shutdown. Knows nothing of routes or JSON shapes.
+//!
+//! Why not `axum::serve`: it has no header-read timeout, no idle timeout and no connection cap,
+//! so clients that send their headers a byte at a time held a descriptor each, for ever, and a
+//! thousand of them made the server refuse everyone else.
+//!
+//! A connection is in one of three phases: busy (a request is in flight: its response has not
+//! finished, SSE streams included), reading a head (bytes of a new request arrived since it was
+//! last idle), or idle. Only the last two are timed, and only they may be closed to admit a new
+//! connection when the cap is reached; a busy connection is never cut.
+
+mod conn;
+
+use bytes::Bytes;
+use conn::{Framing, Registry, Track};
+use http_body_util::{Either, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The client's address, put in every request's extensions.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Peer(pub SocketAddr);
+
+/// The connection limits, resolved from pb.toml's `[http]`.
+#[derive(Debug, Clone)]
+pub(crate) struct Limits {
+    /// A request's head must arrive in full within this time of its first byte.
+    pub header_read_timeout: Duration,
+    /// A connection with no request in flight and no bytes of a new one is closed after this.
+    pub idle_timeout: Duration,
+    /// Connections open at once; at the cap the longest-idle one is closed to admit a new one.
+    pub max_connections: usize,
+    /// Header lines per request (more: 431).
+    pub max_headers: usize,
+    /// Bytes of a request's head, request line included (more: 431).
+    pub max_header_bytes: usize,
+    /// After the shutdown signal: how long in-flight requests may take to finish.
+    pub shutdown_grace: Duration,
+}
+
+/// The body of PocketBase's 400 for a request it cannot parse.
+const BAD_REQUEST_BODY: &str =
+    r#"{"data":{},"message":"Something went wrong while processing your request.","status":400}"#;
+
+/// Descriptors kept back from the connection cap for everything else the process opens: the
+/// database and its WAL (writer and readers), the kv store, plugin files and their cache, the
+/// watcher, the listener and the runtime's own.
+pub(crate) const RESERVED_DESCRIPTORS: u64 = 128;
+
+/// Raise the soft open-files limit to the hard one (Go does this at start for PocketBase too)
+/// and return the soft limit now in force.
+pub(crate) fn raise_descriptor_limit() -> u64 {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut lim = getrlimit(Resource::Nofile);
+    if let (Some(cur), max) = (lim.current, lim.maximum)
+        && max.is_none_or(|m| m > cur)
+    {
+        // An unlimited hard limit still caps at what the kernel allows; 1 << 20 is Linux's
+        // default nr_open.
+        lim.current = Some(max.unwrap_or(1 << 20));
+        if setrlimit(Resource::Nofile, lim).is_err() {
+            return cur;
+        }
+    }
+    getrlimit(Resource::Nofile).current.unwrap_or(1 << 20)
+}
+
+/// The cap when pb.toml leaves it at 0: what the descriptor limit leaves after the reserve.
+pub(crate) fn auto_max_connections(descriptors: u64) -> usize {
+    usize::try_from(descriptors.saturating_sub(RESERVED_DESCRIPTORS).max(16)).unwrap_or(16)
+}
+
+/// Serve `service` on `listener` until `shutdown` resolves; then stop accepting, let in-flight
+/// requests finish (bounded by the grace period) and return.
+pub(crate) async fn serve<S, B>(
+    listener: tokio::net::TcpListener,
+    limits: Limits,
+    service: S,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()>
+where
+    S: tower_service::Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: hyper::body::Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let limits = Arc::new(limits);
+    let registry = Arc::new(Registry::new(limits.max_connections));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .max_headers(limits.max_headers)
+        .max_header_size(limits.max_header_bytes)
+        .max_buf_size(limits.max_header_bytes.max(8192).max(64 << 10))
+        // Timed by the connection's own watcher (see conn.rs): hyper's timer would also run
+        // while a keep-alive connection waits for its next request, which is idle time.
+        .header_read_timeout(None);
+    let builder = Arc::new(builder);
+
+    tokio::pin!(shutdown);
+    loop {
+        // At the cap with every connection busy, wait for one to end before accepting more:
+        // the kernel's backlog holds the newcomers meanwhile.
+        let admitted = tokio::select! {
+            () = &mut shutdown => break,
+            () = registry.room() => true,
+        };
+        debug_assert!(admitted);
+        let accepted = tokio::select! {
+            () = &mut shutdown => break,
+            r = listener.accept() => r,
+        };
+        let (stream, peer) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                // Out of descriptors (or a connection reset before accept): make room, wait a
+                // moment and go on rather than spin.
+                tracing::warn!(error = %e, "accept failed");
+                registry.evict_one();
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let track = registry.admit();
+        tokio::spawn(run_connection(
+            stream,
+            peer,
+            track,
+            Arc::clone(&registry),
+            Arc::clone(&limits),
+            Arc::clone(&builder),
+            service.clone(),
+            stop_rx.clone(),
+        ));
+    }
+    drop(listener);
+    let _ = stop_tx.send(true);
+    if tokio::time::timeout(limits.shutdown_grace, registry.drained())
+        .await
+        .is_err()
+    {
+        tracing::warn!("in-flight requests did not finish within the grace period");
+    }
+    Ok(())
+}
+
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the parts one connection task owns, moved in from the accept loop"
+)]
+async fn run_connection<S, B>(
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    track: Arc<Track>,
+    registry: Arc<Registry>,
+    limits: Arc<Limits>,
+    builder: Arc<hyper::server::conn::http1::Builder>,
+    service: S,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) where
+    S: tower_service::Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: hyper::body::Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let _leave = registry.leave_on_drop(&track);
+    let io = hyper_util::rt::TokioIo::new(conn::Io::new(stream, Arc::clone(&track)));
+    let t = Arc::clone(&track);
+    let svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+        let busy = t.begin_request();
+        let framing = t.take_framing();
+        let mut inner = service.clone();
+        async move {
+            if framing == Framing::Conflicting {
+                // Content-Length and Transfer-Encoding together: the two framings may disagree
+                // about where this request ends (request smuggling), so neither is trusted.
+                let mut res = Response::new(conn::Tracked::new(
+                    Either::Right(Full::new(Bytes::from_static(BAD_REQUEST_BODY.as_bytes()))),
+                    busy,
+                ));
+                *res.status_mut() = hyper::StatusCode::BAD_REQUEST;
+                let h = res.headers_mut();
+                h.insert(
+                    hyper::header::CONTENT_TYPE,
+                    hyper::header::HeaderValue::from_static("application/json"),
+                );
+                h.insert(
+                    hyper::header::CONNECTION,
+                    hyper::header::HeaderValue::from_static("close"),
+                );
+                return Ok::<_, Infallible>(res);
+            }
+            req.extensions_mut().insert(Peer(peer));
+            let res = match inner.call(req).await {
+                Ok(r) => r,
+                Err(never) => match never {},
+            };
+            Ok(res.map(|b| conn::Tracked::new(Either::Left(b), busy)))
+        }
+    });
+    let conn = builder.serve_connection(io, svc);
+    tokio::pin!(conn);
+    let watch = track.watch(limits.header_read_timeout, limits.idle_timeout);
+    tokio::pin!(watch);
+    let mut draining = *stop.borrow();
+    if draining {
+        conn.as_mut().graceful_shutdown();
+    }
+    loop {
+        tokio::select! {
+            r = conn.as_mut() => {
+                if let Err(e) = r {
+                    tracing::debug!(error = %e, %peer, "connection ended with an error");
+                }
+                break;
+            }
+            why = &mut watch => {
+                // Dropping the connection closes the socket; nothing is in flight on it.
+                tracing::debug!(%peer, reason = why, "connection closed");
+                break;
+            }
+            r = stop.changed(), if !draining => {
+                draining = true;
+                if r.is_ok() {
+                    conn.as_mut().graceful_shutdown();
+                }
+            }
+        }
+    }
+}
