@@ -154,7 +154,7 @@ impl Default for HttpConfig {
             body_bytes_max: 32 << 20,
             shutdown_grace_ms: 10_000,
             header_read_timeout_ms: 30_000,
-            idle_timeout_ms: 60_000,
+            idle_timeout_ms: 300_000,
             max_connections: 0,
             max_headers: 100,
             max_header_bytes: 64 << 10,

@@ -1,28 +1,44 @@
 //! Request bodies: JSON, multipart (with `@jsonPayload`) and urlencoded forms into one JSON object,
 //! read under the configured size limit.
 
-use super::error::{ApiError, ApiResult};
-use crate::schema::value::parse_json;
+use super::error::ApiError;
+use crate::schema::value::parse_json_body;
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode, header};
 use serde_json::{Map, Value};
 
 /// Read the whole body, refusing (413) as soon as it passes `limit` bytes.
+/// A body that could not be read in full: too long, or cut short or garbled on the wire (a bad
+/// chunk, a client gone mid-body).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum ReadError {
+    TooLarge,
+    Broken,
+}
+
 pub(crate) async fn read_limited(
     headers: &HeaderMap,
     body: Body,
     limit: usize,
-) -> ApiResult<bytes::Bytes> {
+) -> Result<bytes::Bytes, ReadError> {
+    use http_body_util::BodyExt;
     if let Some(len) = headers
         .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
-        && len > limit
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+        && len > limit as u64
     {
-        return Err(ApiError::too_large());
+        return Err(ReadError::TooLarge);
     }
-    axum::body::to_bytes(body, limit)
-        .await
-        .map_err(|_| ApiError::too_large())
+    match http_body_util::Limited::new(body, limit).collect().await {
+        Ok(b) => Ok(b.to_bytes()),
+        Err(e)
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            Err(ReadError::TooLarge)
+        }
+        Err(_) => Err(ReadError::Broken),
+    }
 }
 
 /// The Content-Type as sent. PocketBase matches its prefixes case-sensitively
@@ -110,7 +126,11 @@ pub(crate) async fn parse(
 ) -> Result<Parsed, BindError> {
     let bytes = read_limited(headers, body, limit)
         .await
-        .map_err(|_| BindError::TooLarge)?;
+        .map_err(|e| match e {
+            ReadError::TooLarge => BindError::TooLarge,
+            // PocketBase's JSON (or form) reader fails on the broken stream the same way.
+            ReadError::Broken => BindError::Malformed,
+        })?;
     let empty = Parsed {
         data: Map::new(),
         has_files: false,
@@ -120,7 +140,7 @@ pub(crate) async fn parse(
     }
     let ct = content_type(headers);
     if ct.starts_with("application/json") {
-        return match parse_json(&bytes) {
+        return match parse_json_body(&bytes) {
             Ok(Value::Object(data)) => Ok(Parsed {
                 data,
                 has_files: false,
@@ -203,7 +223,7 @@ async fn parse_multipart(ct: &str, bytes: bytes::Bytes) -> Result<Parsed, BindEr
         }
         let text = field.text().await.map_err(|_| BindError::Malformed)?;
         if name == "@jsonPayload" {
-            match parse_json(text.as_bytes()) {
+            match parse_json_body(text.as_bytes()) {
                 Ok(Value::Object(m)) => {
                     for (k, v) in m {
                         data.insert(k, v);

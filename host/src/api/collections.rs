@@ -15,10 +15,13 @@ use std::sync::Arc;
 
 /// `_collections` filters see this pseudo-collection: the keys PocketBase lets you filter on.
 fn meta_collection() -> Collection {
-    let def = json!({"name": "_collections", "fields": [
+    // Built under another name: a collection may not be named after an internal table.
+    let def = json!({"name": "collections", "fields": [
         {"name": "name", "type": "text"}, {"name": "type", "type": "text"}, {"name": "system", "type": "bool"},
         {"name": "created", "type": "text"}, {"name": "updated", "type": "text"}]});
-    build(&def, None, &Schema::default()).expect("static definition")
+    let mut c = build(&def, None, &Schema::default()).expect("static definition");
+    c.name = "_collections".into();
+    c
 }
 
 fn define_error(e: DefineError, message: &str) -> ApiError {
@@ -249,7 +252,18 @@ async fn save(
     }
     let new = build(&input, old.as_deref(), &state.store.schema())
         .map_err(|e| define_error(e, message))?;
-    if !new.is_view() {
+    let mut new = new;
+    if new.is_view() {
+        // A view's fields come from its query, and its rules are checked against them: infer
+        // them first (inside a savepoint the writer rolls back).
+        let (schema, query) = (state.store.schema(), new.view_query().to_owned());
+        new.fields = state
+            .store
+            .write(move |conn| ddl::infer_view_fields(conn, &schema, &query))
+            .await
+            .map_err(|e| store_error(e, message))?;
+    }
+    {
         // Rules may name the collection itself (self-relations, back-relations): check them
         // against the schema as it will be once this collection is saved.
         let current = state.store.schema();

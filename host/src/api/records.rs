@@ -140,6 +140,15 @@ pub(crate) async fn list(
     };
     let q = query_map(raw);
     let req = RequestCtx::new(who.as_ref(), method, headers, &q, None);
+    if !req.is_superuser() {
+        if c.rules.list.is_none() {
+            return Err(ApiError::superusers_only());
+        }
+        query::forbid_client_refs(
+            q.get("filter").and_then(Value::as_str),
+            q.get("sort").and_then(Value::as_str),
+        )?;
+    }
     let mut query = Query::new(&schema, &c, req.info());
     if !req.is_superuser() {
         match &c.rules.list {
@@ -378,6 +387,8 @@ struct Draft {
     values: Vec<Value>,
     /// Plaintext passwords to hash before the write, by field index.
     passwords: Vec<(usize, String)>,
+    /// Errors found in the raw input, which its coerced value no longer shows (by field index).
+    input_errors: Vec<(usize, Value)>,
 }
 
 fn idx(c: &Collection, name: &str) -> Option<usize> {
@@ -415,23 +426,26 @@ fn apply_body(c: &Collection, draft: &mut Draft, data: &Map<String, Value>, supe
                         draft.passwords.push((i, s));
                     }
                 } else if f.kind == FieldType::File {
-                    // File uploads arrive with the files issue; names that are not already
-                    // attached are ignored, as PocketBase ignores unknown file names.
-                    let current = value::coerce(f, &draft.values[i]);
-                    let wanted = coerce(f, v);
-                    let keep: Vec<Value> = match (&current, &wanted) {
-                        (Value::Array(cur), Value::Array(w)) => {
-                            w.iter().filter(|x| cur.contains(x)).cloned().collect()
-                        }
-                        (Value::String(cur), Value::String(w)) if cur == w => vec![json!(w)],
-                        _ => Vec::new(),
-                    };
+                    // Uploads arrive with the files issue. A name sent as a value must be one
+                    // already attached (kept); any other is refused, as PocketBase refuses names
+                    // that are not among the record's files or this request's uploads.
+                    let current = value::to_list(&draft.values[i]);
+                    let wanted = value::to_list(v);
+                    unknown_files(i, &current, &wanted, &mut draft.input_errors);
+                    let keep: Vec<Value> = wanted
+                        .into_iter()
+                        .filter(|w| current.contains(w))
+                        .map(Value::String)
+                        .collect();
                     draft.values[i] = if f.is_multi() {
                         Value::Array(keep)
                     } else {
                         keep.into_iter().next().unwrap_or(json!(""))
                     };
                 } else {
+                    if let Some(e) = value::json_input_error(f, v) {
+                        draft.input_errors.push((i, e));
+                    }
                     draft.values[i] = coerce(f, v);
                 }
             }
@@ -441,10 +455,30 @@ fn apply_body(c: &Collection, draft: &mut Draft, data: &Map<String, Value>, supe
     for (i, m, v) in modifiers {
         let f = &c.fields[i];
         if f.kind == FieldType::File && m != Modifier::Subtract {
+            let current = value::to_list(&draft.values[i]);
+            unknown_files(i, &current, &value::to_list(v), &mut draft.input_errors);
             continue;
         }
         draft.values[i] = apply_modifier(f, &draft.values[i], m, v);
     }
+}
+
+/// Names sent to file field `i` that are not attached to the record: PocketBase's
+/// `validation_invalid_file`.
+fn unknown_files(i: usize, current: &[String], wanted: &[String], out: &mut Vec<(usize, Value)>) {
+    let unknown: Vec<&String> = wanted.iter().filter(|w| !current.contains(w)).collect();
+    if unknown.is_empty() {
+        return;
+    }
+    let shown: Vec<&str> = unknown.iter().map(|s| s.as_str()).collect();
+    out.push((
+        i,
+        crate::schema::define::verr_params(
+            "validation_invalid_file",
+            &format!("Invalid new files: [{}].", shown.join(" ")),
+            json!({"invalidFiles": unknown}),
+        ),
+    ));
 }
 
 fn validation_error(message: &str, data: Map<String, Value>) -> ApiError {
@@ -495,6 +529,11 @@ async fn validate(
 ) -> Result<RelationChecks, Map<String, Value>> {
     let mut errors = Map::new();
     for (i, f) in c.fields.iter().enumerate() {
+        // Errors in the raw input count even where the value ends up unchanged.
+        if let Some((_, e)) = draft.input_errors.iter().find(|(j, _)| *j == i) {
+            errors.insert(f.name.clone(), e.clone());
+            continue;
+        }
         if skip.contains(&i) || f.kind == FieldType::Autodate {
             continue;
         }
@@ -633,7 +672,12 @@ async fn write_request(
     let q = query_map(raw);
     let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
         .map_err(|_| ApiError::bad_request())?;
-    let parsed = body::parse(headers, body, state.cfg.http.body_bytes_max)
+    let limit = state
+        .cfg
+        .http
+        .body_bytes_max
+        .saturating_add(value::record_body_allowance(&c));
+    let parsed = body::parse(headers, body, limit)
         .await
         .map_err(|e| e.answer(body::MSG_UNSUPPORTED, super::error::MSG_BAD_REQUEST))?;
     check_files(&parsed)?;
@@ -949,6 +993,7 @@ impl Writer<'_> {
         let mut draft = Draft {
             values: c.fields.iter().map(zero).collect(),
             passwords: Vec::new(),
+            input_errors: Vec::new(),
         };
         apply_body(c, &mut draft, data, superuser);
         let now = ids::now();
@@ -958,13 +1003,22 @@ impl Writer<'_> {
                 draft.values[i] = json!(now);
             }
         }
-        // The id: the client's (validated like any text field) or a fresh one.
+        // The id: the client's (validated like any text field; PocketBase casts a number or
+        // bool to text, and then finds it too short).
         let id_idx = idx(c, "id").ok_or_else(ApiError::internal)?;
-        match data.get("id") {
-            Some(Value::String(s)) if !s.is_empty() => draft.values[id_idx] = json!(s),
-            _ => {
-                draft.values[id_idx] = json!(ids::record_id());
-                skip.push(id_idx);
+        if let Some(s) = data.get("id").map(value::as_string) {
+            draft.values[id_idx] = json!(s);
+        }
+        // Text fields left empty (the id among them) get a value from their
+        // autogeneratePattern, if they have one; an id without one stays empty (required).
+        for (i, f) in c.fields.iter().enumerate() {
+            if f.kind == FieldType::Text
+                && draft.values[i].as_str() == Some("")
+                && let Some(v) = Some(f.opt_str("autogeneratePattern"))
+                    .filter(|p| !p.is_empty())
+                    .and_then(ids::from_pattern)
+            {
+                draft.values[i] = json!(v);
             }
         }
 
@@ -1112,6 +1166,7 @@ impl Writer<'_> {
                 })
                 .collect(),
             passwords: Vec::new(),
+            input_errors: Vec::new(),
         };
         let before = draft.values.clone();
         apply_body(c, &mut draft, data, superuser);
@@ -1131,8 +1186,10 @@ impl Writer<'_> {
             .await?;
         }
         let mut errors = Map::new();
-        if let Some(new_id) = data.get("id").and_then(Value::as_str)
-            && new_id != id
+        // Any `id` in an update body that is not the record's own (null and "" included) is an
+        // attempt to change the primary key, as PocketBase sees it.
+        if let Some(new_id) = data.get("id")
+            && new_id.as_str() != Some(id.as_str())
         {
             errors.insert(
                 "id".into(),

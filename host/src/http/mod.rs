@@ -48,6 +48,25 @@ pub(crate) struct Limits {
 const BAD_REQUEST_BODY: &str =
     r#"{"data":{},"message":"Something went wrong while processing your request.","status":400}"#;
 
+const INTERNAL_BODY: &str =
+    r#"{"data":{},"message":"Something went wrong while processing your request.","status":500}"#;
+
+/// A response of our own (not from the routes), in PocketBase's JSON error shape.
+fn json_response<B>(
+    status: hyper::StatusCode,
+    body: &'static str,
+) -> Response<Either<B, Full<Bytes>>> {
+    let mut res = Response::new(Either::Right(Full::new(Bytes::from_static(
+        body.as_bytes(),
+    ))));
+    *res.status_mut() = status;
+    res.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    res
+}
+
 /// Descriptors kept back from the connection cap for everything else the process opens: the
 /// database and its WAL (writer and readers), the kv store, plugin files and their cache, the
 /// watcher, the listener and the runtime's own.
@@ -103,7 +122,11 @@ where
         .max_buf_size(limits.max_header_bytes.max(8192).max(64 << 10))
         // Timed by the connection's own watcher (see conn.rs): hyper's timer would also run
         // while a keep-alive connection waits for its next request, which is idle time.
-        .header_read_timeout(None);
+        .header_read_timeout(None)
+        // A client may close its sending side once its request is out and still wait for the
+        // answer (Go's server, and so PocketBase, allows it); without this hyper drops the
+        // connection, and the response in progress, at that EOF.
+        .half_close(true);
     let builder = Arc::new(builder);
 
     tokio::pin!(shutdown);
@@ -187,28 +210,26 @@ async fn run_connection<S, B>(
             if framing == Framing::Conflicting {
                 // Content-Length and Transfer-Encoding together: the two framings may disagree
                 // about where this request ends (request smuggling), so neither is trusted.
-                let mut res = Response::new(conn::Tracked::new(
-                    Either::Right(Full::new(Bytes::from_static(BAD_REQUEST_BODY.as_bytes()))),
-                    busy,
-                ));
-                *res.status_mut() = hyper::StatusCode::BAD_REQUEST;
-                let h = res.headers_mut();
-                h.insert(
-                    hyper::header::CONTENT_TYPE,
-                    hyper::header::HeaderValue::from_static("application/json"),
-                );
-                h.insert(
+                let mut res = json_response(hyper::StatusCode::BAD_REQUEST, BAD_REQUEST_BODY);
+                res.headers_mut().insert(
                     hyper::header::CONNECTION,
                     hyper::header::HeaderValue::from_static("close"),
                 );
-                return Ok::<_, Infallible>(res);
+                return Ok::<_, Infallible>(res.map(|b| conn::Tracked::new(b, busy)));
             }
             req.extensions_mut().insert(Peer(peer));
-            let res = match inner.call(req).await {
-                Ok(r) => r,
-                Err(never) => match never {},
+            // A panic in a handler is a bug; the client still gets PocketBase's 500 and the
+            // connection (and the server) carry on.
+            let called = std::panic::AssertUnwindSafe(inner.call(req));
+            let res = match futures_util::FutureExt::catch_unwind(called).await {
+                Ok(Ok(r)) => r.map(Either::Left),
+                Ok(Err(never)) => match never {},
+                Err(_) => {
+                    tracing::error!(%peer, "a request handler panicked");
+                    json_response(hyper::StatusCode::INTERNAL_SERVER_ERROR, INTERNAL_BODY)
+                }
             };
-            Ok(res.map(|b| conn::Tracked::new(Either::Left(b), busy)))
+            Ok(res.map(|b| conn::Tracked::new(b, busy)))
         }
     });
     let conn = builder.serve_connection(io, svc);

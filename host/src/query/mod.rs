@@ -1510,13 +1510,25 @@ pub(crate) fn is_volatile_text(rule: &str) -> bool {
 }
 
 fn forbid_request_refs(text: &str) -> Result<(), QueryError> {
-    if text.contains("@request.") {
-        return Err(QueryError::Forbidden("@request."));
-    }
-    if text.contains("@collection.") {
-        return Err(QueryError::Forbidden("@collection."));
+    for field in ["@collection.", "@request."] {
+        if text.contains(field) {
+            return Err(QueryError::Forbidden(field));
+        }
     }
     Ok(())
+}
+
+/// A client's filter and sort may not name `@collection.` or `@request.` (superusers aside).
+/// Checked on the raw texts, filter first, before either is parsed: PocketBase answers 403 for
+/// them even when the rest of the text would not parse.
+pub(crate) fn forbid_client_refs(
+    filter: Option<&str>,
+    sort: Option<&str>,
+) -> Result<(), QueryError> {
+    filter
+        .into_iter()
+        .chain(sort)
+        .try_for_each(forbid_request_refs)
 }
 
 /// Compile one API rule on its own (view/update/delete/auth rules and rule validation).

@@ -545,6 +545,91 @@ impl Parser {
     }
 }
 
+/// The text PocketBase's scanner effectively reads when `input` holds NUL bytes. Its reader
+/// returns NUL as its end-of-input mark, so a NUL where a token starts ends the expression;
+/// one that ends a run (spaces, a name, a number, an operator, a comment) is swallowed as
+/// that run's lookahead and scanning goes on after it; one inside a quoted text or a group
+/// cuts it short (unterminated).
+fn as_pocketbase_scans(input: &str) -> std::borrow::Cow<'_, str> {
+    if !input.contains('\0') {
+        return std::borrow::Cow::Borrowed(input);
+    }
+    let b = input.as_bytes();
+    let class = |c: u8| match c {
+        b' ' | b'\t' | b'\n' | b'\r' => 1,
+        b'=' | b'!' | b'>' | b'<' | b'~' | b'?' => 2,
+        b'&' | b'|' => 3,
+        _ if c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'@' | b':' | b'-') => 4,
+        _ => 0,
+    };
+    let mut out: Vec<u8> = Vec::with_capacity(b.len());
+    let (mut i, mut depth) = (0usize, 0usize);
+    'scan: while i < b.len() {
+        let c = b[i];
+        if c == 0 {
+            break; // at a token start (or inside a group): the end
+        }
+        match c {
+            b'"' | b'\'' => {
+                out.push(c);
+                i += 1;
+                while i < b.len() {
+                    match b[i] {
+                        0 => break 'scan,
+                        b'\\' if i + 1 < b.len() && b[i + 1] != 0 => {
+                            out.extend_from_slice(&b[i..i + 2]);
+                            i += 2;
+                            continue;
+                        }
+                        q if q == c => {
+                            out.push(q);
+                            i += 1;
+                            continue 'scan;
+                        }
+                        other => out.push(other),
+                    }
+                    i += 1;
+                }
+            }
+            b'(' | b')' => {
+                depth = if c == b'(' {
+                    depth + 1
+                } else {
+                    depth.saturating_sub(1)
+                };
+                out.push(c);
+                i += 1;
+            }
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' && b[i] != 0 {
+                    out.push(b[i]);
+                    i += 1;
+                }
+                i += usize::from(b.get(i) == Some(&0) && depth == 0);
+            }
+            _ if class(c) != 0 => {
+                let k = class(c);
+                while i < b.len() && class(b[i]) == k {
+                    out.push(b[i]);
+                    i += 1;
+                }
+                if b.get(i) == Some(&0) {
+                    if depth > 0 {
+                        break;
+                    }
+                    i += 1; // the run's lookahead swallowed it
+                }
+            }
+            _ => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    // Only ASCII bytes were split on, so `out` is still UTF-8.
+    std::borrow::Cow::Owned(String::from_utf8_lossy(&out).into_owned())
+}
+
 /// Parses a filter or rule expression. Only the empty string means "no
 /// filter"; like PocketBase, whitespace- or comment-only input is an error.
 pub(crate) fn parse_filter(input: &str) -> Result<Option<Expr>, ParseError> {
@@ -557,10 +642,8 @@ pub(crate) fn parse_filter(input: &str) -> Result<Option<Expr>, ParseError> {
             input.len()
         ));
     }
-    // PocketBase's scanner reads a NUL as the end of input: what follows one is never seen, and
-    // a string literal cut short by one is unterminated.
-    let input = input.split('\0').next().unwrap_or("");
-    let toks = tokenize(input)?;
+    let input = as_pocketbase_scans(input);
+    let toks = tokenize(&input)?;
     if toks.is_empty() {
         return err("empty filter expression");
     }

@@ -585,6 +585,27 @@ fn build_fields(
     let old_fields: &[Field] = existing.map(|e| e.fields.as_slice()).unwrap_or(&[]);
     let merged = merge_same_fields(list, old_fields)?;
     let list = merged.as_slice();
+    // A field sent with the primary key's id takes its place; unless it is still a text field
+    // named `id`, the collection has no primary key left.
+    let pk_id = old_fields
+        .iter()
+        .find(|f| f.is_primary_key())
+        .map_or_else(|| id_field().id, |f| f.id.clone());
+    let pk_replaced = list.iter().any(|v| {
+        v.get("id").and_then(Value::as_str) == Some(pk_id.as_str())
+            && !(v.get("name").and_then(Value::as_str) == Some("id")
+                && v.get("type").and_then(Value::as_str) == Some("text"))
+    });
+    if pk_replaced {
+        errors.insert(
+            "fields".into(),
+            verr(
+                "validation_missing_primary_key",
+                "Missing or invalid \"id\" PK field.",
+            ),
+        );
+        return Ok(Vec::new());
+    }
 
     // The primary key always comes first, whether or not it was sent. An `id` sent with another
     // type is not the primary key: the system one is put first and the sent one is reported
@@ -594,13 +615,14 @@ fn build_fields(
             && v.get("type").and_then(Value::as_str) == Some("text")
     });
     if !sent_id {
-        fields.push(
-            old_fields
-                .iter()
-                .find(|f| f.name == "id")
-                .cloned()
-                .unwrap_or_else(id_field),
-        );
+        // Left out, the primary key comes back with its default options (as PocketBase adds
+        // it), under its old field id so the column keeps its data.
+        let mut pk = id_field();
+        if let Some(old) = old_fields.iter().find(|f| f.name == "id") {
+            pk.id.clone_from(&old.id);
+            pk.raw.insert("id".into(), json!(old.id));
+        }
+        fields.push(pk);
     }
     let offset = fields.len();
 
@@ -627,10 +649,15 @@ fn build_fields(
             .get("id")
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty());
-        // Same id = the same field (perhaps renamed); no id but a known name = the same field.
+        // Same id = the same field (perhaps renamed). Sent without an id, a field has the id
+        // PocketBase derives from its type and name, so it is the old field of that name only
+        // when the type is the same too; with another type it is a new field, and the old
+        // one (not in the list) goes.
         let old = match sent_id {
             Some(fid) => old_fields.iter().find(|f| f.id == fid),
-            None => old_fields.iter().find(|f| f.name == name),
+            None => old_fields
+                .iter()
+                .find(|f| f.name == name && f.kind == ftype),
         };
         let mut m = m.clone();
         let idx = (i + offset).to_string();
@@ -658,6 +685,29 @@ fn build_fields(
                 m.insert("system".into(), json!(false));
             }
         }
+        if name == "id" && ftype == FieldType::Text {
+            // The primary key stays the primary key, whatever was sent for it.
+            for key in ["primaryKey", "required", "system"] {
+                m.insert(key.into(), json!(true));
+            }
+            if m.get("pattern")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .is_empty()
+            {
+                m.insert("pattern".into(), json!("^[a-z0-9]+$"));
+            }
+        }
+        // A new auth collection's field named like one of its system fields is that system
+        // field (its type and options forced), under the sent field's id and in its place.
+        if kind == CollectionType::Auth
+            && existing.is_none()
+            && let Some(mut sf) = auth_system_fields().into_iter().find(|f| f.name == name)
+        {
+            let fid = m.get("id").cloned().unwrap_or_else(|| json!(sf.id));
+            sf.raw.insert("id".into(), fid);
+            m = sf.raw;
+        }
         let field = field_from_json(m).expect("type checked above");
         let mut fe = Map::new();
         validate_field(&field, kind, schema, collection_id, &mut fe);
@@ -667,6 +717,24 @@ fn build_fields(
         fields.push(field);
     }
 
+    // A system field may be left out of an update's list (it is kept), but not renamed, nor
+    // replaced by another field under its name.
+    let tampered = old_fields.iter().filter(|f| f.system).any(|sf| {
+        match fields.iter().find(|f| f.id == sf.id) {
+            Some(f) => f.name != sf.name,
+            None => fields.iter().any(|f| f.name == sf.name),
+        }
+    });
+    if tampered {
+        errors.insert(
+            "fields".into(),
+            verr(
+                "validation_system_field_change",
+                "System fields cannot be deleted or renamed.",
+            ),
+        );
+        return Ok(fields);
+    }
     // System fields that were left out of an update (or a new auth collection's) list are kept.
     let mut required_system: Vec<Field> = old_fields.iter().filter(|f| f.system).cloned().collect();
     if kind == CollectionType::Auth && existing.is_none() {
@@ -722,11 +790,22 @@ fn build_fields(
 fn merge_same_fields(list: &[Value], old_fields: &[Field]) -> Result<Vec<Value>, DefineError> {
     let mut merged: Vec<Map<String, Value>> = Vec::with_capacity(list.len());
     for (i, v) in list.iter().enumerate() {
+        // Every entry is read (and an unknown type refused) before any merging, as
+        // PocketBase decodes the whole list first.
         let Value::Object(m) = v else {
             return Err(DefineError::BadFormat(format!(
                 "field {i} is not an object"
             )));
         };
+        if m.get("type")
+            .and_then(Value::as_str)
+            .and_then(FieldType::parse)
+            .is_none()
+        {
+            return Err(DefineError::BadFormat(format!(
+                "field {i} has no known type"
+            )));
+        }
         let sent_id = m
             .get("id")
             .and_then(Value::as_str)

@@ -27,6 +27,64 @@ pub(crate) fn lower_alnum(len: usize) -> String {
     random_from(LOWER_ALNUM, len)
 }
 
+/// A random string matching `pattern` (a text field's `autogeneratePattern`), as PocketBase
+/// generates one: literals as they are, one random member per class, a random count within
+/// each repetition (unbounded ones capped at 10 more than their minimum), one random branch of
+/// an alternation. None when the pattern does not parse.
+pub(crate) fn from_pattern(pattern: &str) -> Option<String> {
+    use regex_syntax::hir::{Class, Hir, HirKind};
+    fn walk(h: &Hir, rng: &mut impl Rng, out: &mut String) {
+        match h.kind() {
+            HirKind::Empty | HirKind::Look(_) => {}
+            HirKind::Literal(l) => out.push_str(&String::from_utf8_lossy(&l.0)),
+            HirKind::Class(Class::Unicode(c)) => {
+                let total: u32 = c.ranges().iter().map(|r| r.len() as u32).sum();
+                if total == 0 {
+                    return;
+                }
+                let mut k = rng.random_range(0..total);
+                for r in c.ranges() {
+                    let n = r.len() as u32;
+                    if k < n {
+                        if let Some(ch) = char::from_u32(u32::from(r.start()) + k) {
+                            out.push(ch);
+                        }
+                        return;
+                    }
+                    k -= n;
+                }
+            }
+            HirKind::Class(Class::Bytes(c)) => {
+                let all: Vec<u8> = c
+                    .ranges()
+                    .iter()
+                    .flat_map(|r| r.start()..=r.end())
+                    .collect();
+                if !all.is_empty() {
+                    out.push(all[rng.random_range(0..all.len())] as char);
+                }
+            }
+            HirKind::Repetition(r) => {
+                let max = r.max.unwrap_or(r.min.saturating_add(10));
+                for _ in 0..rng.random_range(r.min..=max.max(r.min)) {
+                    walk(&r.sub, rng, out);
+                }
+            }
+            HirKind::Capture(c) => walk(&c.sub, rng, out),
+            HirKind::Concat(hs) => hs.iter().for_each(|h| walk(h, rng, out)),
+            HirKind::Alternation(hs) => walk(&hs[rng.random_range(0..hs.len())], rng, out),
+        }
+    }
+    if pattern == "[a-z0-9]{15}" {
+        // Every record id's pattern: no parse on the create path.
+        return Some(record_id());
+    }
+    let hir = regex_syntax::parse(pattern).ok()?;
+    let mut out = String::new();
+    walk(&hir, &mut rand::rng(), &mut out);
+    Some(out)
+}
+
 /// `pbc_` + crc32(type + name): PocketBase's collection id.
 pub(crate) fn collection_id(kind: &str, name: &str) -> String {
     format!(
@@ -52,6 +110,23 @@ pub(crate) fn format_time(t: chrono::DateTime<chrono::Utc>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn generated_values_match_their_pattern() {
+        for p in [
+            "[a-z0-9]{15}",
+            "[0-9]{6}",
+            "x[a-c]{3}-(ab|cd)",
+            "[A-Z]+_?\\d{2,4}",
+        ] {
+            let re = regex::Regex::new(&format!("^(?:{p})$")).unwrap();
+            for _ in 0..50 {
+                let v = from_pattern(p).unwrap();
+                assert!(re.is_match(&v), "{v:?} does not match {p}");
+            }
+        }
+        assert_eq!(from_pattern("(unclosed"), None);
+    }
 
     #[test]
     fn collection_ids_match_pocketbase() {

@@ -19,6 +19,26 @@ const TEXT_MAX_DEFAULT: i64 = 5000;
 const EDITOR_MAX_BYTES_DEFAULT: i64 = 5 << 20;
 const JSON_MAX_BYTES_DEFAULT: i64 = 1 << 20;
 const PASSWORD_MAX_DEFAULT: i64 = 71;
+const FILE_MAX_BYTES_DEFAULT: i64 = 5 << 20;
+
+/// What a record write to `c` may send beyond the base body limit: PocketBase adds each file
+/// field's `maxSize × maxSelect` and each editor and json field's `maxSize` (their defaults when
+/// unset), so a collection's largest valid record always fits.
+pub(crate) fn record_body_allowance(c: &super::Collection) -> usize {
+    let or = |v: i64, d: i64| if v > 0 { v } else { d };
+    let total: i64 = c
+        .fields
+        .iter()
+        .map(|f| match f.kind {
+            FieldType::File => or(f.opt_i64("maxSize"), FILE_MAX_BYTES_DEFAULT)
+                .saturating_mul(f.opt_i64("maxSelect").max(1)),
+            FieldType::Editor => or(f.opt_i64("maxSize"), EDITOR_MAX_BYTES_DEFAULT),
+            FieldType::Json => or(f.opt_i64("maxSize"), JSON_MAX_BYTES_DEFAULT),
+            _ => 0,
+        })
+        .fold(0i64, i64::saturating_add);
+    usize::try_from(total).unwrap_or(usize::MAX)
+}
 
 static EMAIL_RE: LazyLock<regex::Regex> = LazyLock::new(|| {
     regex::Regex::new(r"^[a-zA-Z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*$")
@@ -64,23 +84,107 @@ fn as_number(v: &Value) -> f64 {
 /// The deepest JSON nesting accepted (Go's decoder, and so PocketBase, refuses deeper input).
 pub(crate) const JSON_DEPTH_MAX: usize = 10_000;
 
-/// Parse JSON from a client (bodies, json field values). serde_json stops at 128 levels to keep
-/// its recursion off the end of the stack; PocketBase accepts up to [`JSON_DEPTH_MAX`]. Deeper
-/// input is measured first without recursion, and only input within the limit is parsed
-/// unbounded (the runtime's threads have stacks sized for it; see `cli.rs`).
+/// Parse a JSON text (a json field's value given as a string): the whole text, one value.
+/// serde_json stops at 128 levels to keep its recursion off the end of the stack; PocketBase
+/// accepts up to [`JSON_DEPTH_MAX`]. Deeper input is measured first without recursion, and
+/// only input within the limit is parsed unbounded (the threads that handle requests have
+/// stacks sized for it: `THREAD_STACK_BYTES`).
 pub(crate) fn parse_json(bytes: &[u8]) -> serde_json::Result<Value> {
-    match serde_json::from_slice::<Value>(bytes) {
+    parse_with(bytes, |de| {
+        let v = serde::Deserialize::deserialize(&mut *de)?;
+        de.end()?;
+        Ok(v)
+    })
+}
+
+/// Parse a request body as PocketBase's decoder reads one: the first JSON value (whatever
+/// follows it is never read), and a key repeated in any object refuses the whole body.
+pub(crate) fn parse_json_body(bytes: &[u8]) -> serde_json::Result<Value> {
+    parse_with(bytes, |de| {
+        <NoDuplicateKeys as serde::Deserialize>::deserialize(&mut *de).map(|v| v.0)
+    })
+}
+
+type Reader<'a> = serde_json::Deserializer<serde_json::de::SliceRead<'a>>;
+
+fn parse_with(
+    bytes: &[u8],
+    parse: impl Fn(&mut Reader<'_>) -> serde_json::Result<Value>,
+) -> serde_json::Result<Value> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    match parse(&mut de) {
         Err(e) if e.is_syntax() && json_depth(bytes) > 127 => {
             if json_depth(bytes) > JSON_DEPTH_MAX {
                 return Err(e);
             }
             let mut de = serde_json::Deserializer::from_slice(bytes);
             de.disable_recursion_limit();
-            let v = serde::Deserialize::deserialize(&mut de)?;
-            de.end()?;
-            Ok(v)
+            parse(&mut de)
         }
         other => other,
+    }
+}
+
+/// A JSON value whose objects never repeat a key.
+struct NoDuplicateKeys(Value);
+
+impl<'de> serde::Deserialize<'de> for NoDuplicateKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = NoDuplicateKeys;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+                Ok(NoDuplicateKeys(Value::Bool(v)))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+                Ok(NoDuplicateKeys(Value::from(v)))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+                Ok(NoDuplicateKeys(Value::from(v)))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+                Ok(NoDuplicateKeys(
+                    serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number),
+                ))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(NoDuplicateKeys(Value::String(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+                Ok(NoDuplicateKeys(Value::String(v)))
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(NoDuplicateKeys(Value::Null))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some(NoDuplicateKeys(v)) = seq.next_element()? {
+                    out.push(v);
+                }
+                Ok(NoDuplicateKeys(Value::Array(out)))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut out = serde_json::Map::new();
+                while let Some(k) = map.next_key::<String>()? {
+                    if out.contains_key(&k) {
+                        return Err(serde::de::Error::custom(format!("duplicate key {k:?}")));
+                    }
+                    let NoDuplicateKeys(v) = map.next_value()?;
+                    out.insert(k, v);
+                }
+                Ok(NoDuplicateKeys(Value::Object(out)))
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 
@@ -139,7 +243,7 @@ pub(crate) fn go_parse_float(s: &str) -> Option<f64> {
         return None;
     }
     let clean: String = body.chars().filter(|&c| c != '_').collect();
-    let v = if clean.len() > 2 && clean[..2].eq_ignore_ascii_case("0x") {
+    let v = if clean.get(..2).is_some_and(|p| p.eq_ignore_ascii_case("0x")) {
         parse_hex_float(&clean[2..])?
     } else {
         // Rust's grammar is Go's decimal one, minus the words handled above.
@@ -206,22 +310,29 @@ fn parse_hex_float(s: &str) -> Option<f64> {
     Some(v * 2f64.powi(shift))
 }
 
+/// PocketBase's bool cast: any non-zero number, and Go's `strconv.ParseBool` words for true.
 fn as_bool(v: &Value) -> bool {
     match v {
         Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64() == Some(1.0),
-        Value::String(s) => matches!(s.as_str(), "true" | "1"),
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => matches!(s.as_str(), "1" | "t" | "T" | "true" | "TRUE" | "True"),
         _ => false,
     }
 }
 
-fn as_string(v: &Value) -> String {
+/// PocketBase's string cast: numbers without an exponent (Go's `FormatFloat(f, 'f', -1)`),
+/// arrays and objects as nothing.
+pub(crate) fn as_string(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
-        Value::Null => String::new(),
-        Value::Number(n) => n.to_string(),
+        Value::Null | Value::Array(_) | Value::Object(_) => String::new(),
+        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => i.to_string(),
+            (_, Some(u), _) => u.to_string(),
+            (_, _, Some(f)) => format!("{f}"),
+            _ => n.to_string(),
+        },
         Value::Bool(b) => b.to_string(),
-        other => other.to_string(),
     }
 }
 
@@ -252,30 +363,49 @@ pub(crate) fn normalize_date(s: &str) -> String {
     String::new()
 }
 
-/// Multipart and form values arrive as strings; PocketBase reads a JSON field's string as JSON
-/// when it looks like JSON.
+/// A json field given a string reads it as JSON text when it is valid JSON (PocketBase's
+/// `json.Valid`), and keeps it as a string otherwise.
 fn normalize_json_string(s: &str) -> Value {
-    match s {
-        "" => json!(""),
-        "null" => Value::Null,
-        "true" => json!(true),
-        "false" => json!(false),
-        _ => {
-            let first = s.as_bytes()[0];
-            if (first.is_ascii_digit() || matches!(first, b'-' | b'"' | b'[' | b'{'))
-                && let Ok(v) = parse_json(s.as_bytes())
-            {
-                return v;
-            }
-            json!(s)
-        }
-    }
+    parse_json(s.as_bytes()).unwrap_or_else(|_| json!(s))
 }
 
-fn to_list(v: &Value) -> Vec<String> {
+/// A string that is not JSON text is stored by PocketBase as Go's `strconv.Quote` of it, which
+/// is not valid JSON when the string holds a control character other than `\b \f \n \r \t`,
+/// DEL, or a non-printable character beyond the Basic Multilingual Plane. PocketBase then
+/// refuses the value; so does this, given the raw input of a json field.
+pub(crate) fn json_input_error(f: &Field, raw: &Value) -> Option<Value> {
+    static PRINTABLE: LazyLock<regex::Regex> = LazyLock::new(|| {
+        regex::Regex::new(r"^[\p{L}\p{M}\p{N}\p{P}\p{S}]$").expect("static regex")
+    });
+    let Value::String(s) = raw else { return None };
+    if f.kind != FieldType::Json || parse_json(s.as_bytes()).is_ok() {
+        return None;
+    }
+    // JSON text whose number is out of range (`-1e400`) is valid to PocketBase's check and
+    // stored as such, and fails when read back as a value: refused.
+    let invalid = || {
+        Some(verr(
+            "validation_invalid_json",
+            "Must be a valid json value.",
+        ))
+    };
+    if serde_json::from_slice::<serde::de::IgnoredAny>(s.as_bytes()).is_ok() {
+        return invalid();
+    }
+    let quotable = s.chars().all(|c| match c {
+        '\u{8}' | '\u{c}' | '\n' | '\r' | '\t' => true,
+        c if c < ' ' || c == '\u{7f}' => false,
+        c if (c as u32) < 0x10000 => true,
+        c => PRINTABLE.is_match(c.encode_utf8(&mut [0u8; 4])),
+    });
+    if quotable { None } else { invalid() }
+}
+
+/// A select, relation or file value as its list of names.
+pub(crate) fn to_list(v: &Value) -> Vec<String> {
     match v {
         Value::Array(a) => a.iter().map(as_string).filter(|s| !s.is_empty()).collect(),
-        Value::Null => Vec::new(),
+        Value::Null | Value::Object(_) => Vec::new(),
         Value::String(s) if s.is_empty() => Vec::new(),
         other => vec![as_string(other)],
     }
@@ -339,7 +469,17 @@ pub(crate) fn coerce(f: &Field, v: &Value) -> Value {
 pub(crate) fn apply_modifier(f: &Field, current: &Value, modifier: Modifier, arg: &Value) -> Value {
     match f.kind {
         FieldType::Number => {
-            let cur = current.as_f64().unwrap_or(0.0);
+            // (`+field` is not a number modifier: it keeps the value whatever its argument.)
+            if modifier != Modifier::Prepend
+                && let Value::String(s) = arg
+                && go_parse_float(s).is_some_and(|n| !n.is_finite())
+            {
+                return json!(NOT_A_NUMBER);
+            }
+            // Not a number stays not a number, whatever is added to it.
+            let Some(cur) = current.as_f64() else {
+                return current.clone();
+            };
             let d = as_number(arg);
             match modifier {
                 Modifier::Append => number(cur + d),

@@ -411,3 +411,48 @@ pub(crate) fn find_by(
     let params: [&dyn ToSql; 3] = [&value, &1_i64, &0_i64];
     Ok(fetch(conn, c, &sql, &params)?.into_iter().next())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::SUPERUSERS_ID;
+    use crate::store::{Store, StoreConfig};
+
+    #[test]
+    fn an_auth_record_id_taken_by_another_auth_collection_is_refused_on_every_insert() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = StoreConfig {
+            cache_size_kib: 1000,
+            journal_size_limit: 1 << 20,
+            busy_timeout_ms: 1000,
+            n_readers: 1,
+        };
+        let store = Store::open(dir.path(), &cfg).unwrap();
+        let schema = store.schema();
+        let users = schema.by_name("users").unwrap().clone();
+        let su = schema.by_id(SUPERUSERS_ID).unwrap().clone();
+        let mfas = schema.by_name("_mfas").unwrap().clone();
+        let row = |c: &Collection, id: &str| {
+            vec![(
+                c.fields.iter().position(|f| f.name == "id").unwrap(),
+                Stored::Text(id.into()),
+            )]
+        };
+        let outcome = store
+            .write_blocking(move |conn| {
+                insert(conn, &schema, &users, &row(&users, "victim000000001"))?;
+                let taken = insert(conn, &schema, &su, &row(&su, "victim000000001"));
+                // A base collection may reuse the id: only auth ids name a caller.
+                let base = insert(conn, &schema, &mfas, &row(&mfas, "victim000000001"));
+                let fresh = insert(conn, &schema, &su, &row(&su, "other0000000001"));
+                Ok((
+                    matches!(taken, Err(StoreError::AuthIdTaken)),
+                    base.is_ok(),
+                    fresh.is_ok(),
+                ))
+            })
+            .unwrap();
+        assert_eq!(outcome, (true, true, true));
+        store.close();
+    }
+}
