@@ -720,7 +720,8 @@ fn number_text(r: &mut Rng) -> String {
         "+", "-", "1", "0", "9", ".", "e", "E", "_", "x", "p", "5", "inf", " ",
     ];
     for _ in 0..r.below(6) + 1 {
-        s.push_str(*r.pick(&parts));
+        let part = r.pick::<&str>(&parts);
+        s.push_str(part);
     }
     s
 }
@@ -943,7 +944,8 @@ fn filter_text(r: &mut Rng) -> String {
     };
     let mut s = String::new();
     for _ in 0..n {
-        s.push_str(*r.pick(TOKENS));
+        let token = r.pick::<&str>(TOKENS);
+        s.push_str(token);
         if r.pct(60) {
             s.push(' ');
         }

@@ -83,7 +83,7 @@ fn time_claim(payload: &Map<String, Value>, key: &str) -> Result<Option<f64>, Au
             let f = n.as_f64().ok_or(AuthError::Malformed)?;
             if f == 0.0 {
                 Ok(None)
-            } else if f.abs() >= 9.223_372_036_854_775_807e18 {
+            } else if f.abs() >= i64::MAX as f64 {
                 Ok(Some(i64::MIN as f64))
             } else {
                 Ok(Some(f))

@@ -328,10 +328,11 @@ pub(crate) fn has_wildcard_column(sql: &str) -> bool {
         "except",
     ];
     let mut column: Vec<&Tok<'_>> = Vec::new();
-    let wildcard = |col: &[&Tok<'_>]| match col {
-        [Tok::Punct(b'*')] => true,
-        [.., Tok::Punct(b'.'), Tok::Punct(b'*')] => true,
-        _ => false,
+    let wildcard = |col: &[&Tok<'_>]| {
+        matches!(
+            col,
+            [Tok::Punct(b'*')] | [.., Tok::Punct(b'.'), Tok::Punct(b'*')]
+        )
     };
     for (d, t) in &toks[select + 1..] {
         if *d == 0 && ENDS.iter().any(|k| is_kw(t, k)) {
@@ -366,12 +367,9 @@ pub(crate) fn infer_view_fields(
     schema: &Schema,
     query: &str,
 ) -> Result<Vec<Field>> {
-    match conn.prepare(query) {
-        Err(rusqlite::Error::MultipleStatement) => {
-            return Err(view_refused("multiple statements are not supported."));
-        }
-        // Other problems are reported by the view below, in the words SQLite uses there.
-        _ => {}
+    // Other problems are reported by the view below, in the words SQLite uses there.
+    if let Err(rusqlite::Error::MultipleStatement) = conn.prepare(query) {
+        return Err(view_refused("multiple statements are not supported."));
     }
     if has_wildcard_column(query) {
         return Err(view_refused(
