@@ -1076,7 +1076,7 @@ mod tests {
     }
 
     #[test]
-    fn an_update_keeps_field_ids_by_name_and_refuses_type_changes() {
+    fn an_update_keeps_field_ids_by_name_and_refuses_type_changes_by_id() {
         let c = build(
             &json!({"name":"p","fields":[{"name":"a","type":"text"}]}),
             None,
@@ -1090,13 +1090,24 @@ mod tests {
         )
         .unwrap();
         assert_eq!(again.fields[1].id, c.fields[1].id);
+        // The same id with another type is a type change, refused.
         let Err(DefineError::Invalid(e)) = build(
-            &json!({"fields":[{"name":"a","type":"number"}]}),
+            &json!({"fields":[{"name":"a","type":"number","id":c.fields[1].id}]}),
             Some(&c),
             &base_schema(),
         ) else {
             panic!("type change must fail")
         };
         assert_eq!(e["fields"]["1"]["code"], "validation_field_type_change");
+        // Sent without an id, the name with another type is a new field (PocketBase derives
+        // the id from type and name): the old field goes.
+        let replaced = build(
+            &json!({"fields":[{"name":"a","type":"number"}]}),
+            Some(&c),
+            &base_schema(),
+        )
+        .unwrap();
+        assert_eq!(replaced.fields[1].kind, FieldType::Number);
+        assert_eq!(replaced.fields[1].id, ids::field_id("number", "a"));
     }
 }
