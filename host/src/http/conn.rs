@@ -43,6 +43,7 @@ pub(super) struct Track {
     framing: AtomicU8,
     /// Chosen by the registry to make room; its watcher closes it.
     evicted: AtomicBool,
+    /// Wakes the watcher when the registry evicts the connection.
     wake: Notify,
 }
 
@@ -91,7 +92,11 @@ impl Track {
                         "idle for http.idle_timeout_ms"
                     };
                 }
-                limit - now.saturating_sub(since)
+                let left = limit - now.saturating_sub(since);
+                // A head that starts while the connection is idle is not announced (a wake-up
+                // per request would cost the hot path a task switch); looking again every half
+                // header timeout cuts such a head at most half a timeout late.
+                if head { left } else { left.min(header_ms / 2) }
             };
             tokio::select! {
                 () = tokio::time::sleep(Duration::from_millis(wait_ms.max(1))) => {}
@@ -196,7 +201,6 @@ impl Io {
             if !t.reading_head.load(Ordering::Acquire) {
                 t.since_ms.store(now_ms(), Ordering::Release);
                 t.reading_head.store(true, Ordering::Release);
-                t.wake.notify_one();
             }
         }
         self.scan.feed(bytes);

@@ -44,6 +44,9 @@ pub(crate) struct Limits {
     pub shutdown_grace: Duration,
 }
 
+/// hyper's own header-line limit (its stack buffer's size).
+const HYPER_DEFAULT_MAX_HEADERS: usize = 100;
+
 /// The body of PocketBase's 400 for a request it cannot parse.
 const BAD_REQUEST_BODY: &str =
     r#"{"data":{},"message":"Something went wrong while processing your request.","status":400}"#;
@@ -116,8 +119,12 @@ where
     let registry = Arc::new(Registry::new(limits.max_connections));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut builder = hyper::server::conn::http1::Builder::new();
+    if limits.max_headers != HYPER_DEFAULT_MAX_HEADERS {
+        // Only when it differs: a configured count makes hyper parse headers into a heap
+        // buffer instead of its stack one (its docs measure about 5%; the list bench showed 4%).
+        builder.max_headers(limits.max_headers);
+    }
     builder
-        .max_headers(limits.max_headers)
         .max_header_size(limits.max_header_bytes)
         .max_buf_size(limits.max_header_bytes.max(8192).max(64 << 10))
         // Timed by the connection's own watcher (see conn.rs): hyper's timer would also run

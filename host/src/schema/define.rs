@@ -205,6 +205,14 @@ pub(crate) fn field_from_json(raw: Map<String, Value>) -> Option<Field> {
             .get("required")
             .and_then(Value::as_bool)
             .unwrap_or(false),
+        pattern: match raw.get("pattern").and_then(Value::as_str) {
+            Some(p) if matches!(kind, FieldType::Text | FieldType::Password) && !p.is_empty() => {
+                Some(super::Pattern(
+                    regex::Regex::new(p).ok().map(std::sync::Arc::new),
+                ))
+            }
+            _ => None,
+        },
         raw,
     })
 }

@@ -110,6 +110,19 @@ pub(crate) struct Field {
     pub hidden: bool,
     pub required: bool,
     pub raw: Map<String, Value>,
+    /// A text field's `pattern`, compiled once when the field is read (validation runs it on
+    /// every write).
+    pub pattern: Option<Pattern>,
+}
+
+/// A compiled `pattern`; `None` inside when it does not compile (every value then fails it).
+#[derive(Debug, Clone)]
+pub(crate) struct Pattern(pub Option<std::sync::Arc<regex::Regex>>);
+
+impl PartialEq for Pattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.as_ref().map(|r| r.as_str()) == other.0.as_ref().map(|r| r.as_str())
+    }
 }
 
 impl Field {

@@ -613,12 +613,10 @@ pub(crate) fn validate(f: &Field, v: &Value) -> Option<Value> {
                     json!({"max": max}),
                 ));
             }
-            let pattern = f.opt_str("pattern");
-            if !pattern.is_empty() {
-                match regex::Regex::new(pattern) {
-                    Ok(re) if re.is_match(s) => {}
-                    _ => return Some(verr("validation_invalid_format", "Invalid value format.")),
-                }
+            if let Some(super::Pattern(re)) = &f.pattern
+                && !re.as_ref().is_some_and(|re| re.is_match(s))
+            {
+                return Some(verr("validation_invalid_format", "Invalid value format."));
             }
             None
         }
