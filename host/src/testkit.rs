@@ -5,8 +5,8 @@
 use crate::query::{Query, RequestInfo};
 use crate::schema::define::build;
 use crate::schema::{Collection, Schema};
+use crate::store::Scratch;
 use crate::store::ddl;
-use rusqlite::Connection;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
@@ -31,7 +31,7 @@ pub struct Compiled {
 /// with their tables created in an in-memory SQLite database.
 pub struct Fixture {
     schema: Schema,
-    conn: Connection,
+    conn: Scratch,
 }
 
 fn definitions() -> Vec<Value> {
@@ -71,13 +71,12 @@ impl Default for Fixture {
 
 impl Fixture {
     pub fn new() -> Fixture {
-        let conn = Connection::open_in_memory().expect("in-memory sqlite");
-        crate::store::register_functions(&conn).expect("sql functions");
+        let conn = Scratch::new().expect("in-memory sqlite");
         let mut built: Vec<Collection> = Vec::new();
         for def in definitions() {
             let schema = Schema::new(built.clone());
             let c = build(&def, None, &schema).expect("fixture collection is valid");
-            ddl::create(&conn, &c).expect("fixture table");
+            ddl::create(conn.conn(), &c).expect("fixture table");
             built.push(c);
         }
         Fixture {
@@ -168,7 +167,7 @@ impl Fixture {
         caller: Caller,
     ) -> Result<usize, String> {
         let (c, sel) = self.select(collection, filter, sort, caller)?;
-        crate::store::records::list(&self.conn, &c, &sel, 30, 0)
+        crate::store::records::list(self.conn.conn(), &c, &sel, 30, 0)
             .map(|rows| rows.len())
             .map_err(|e| format!("statement failed: {e}"))
     }
@@ -317,26 +316,24 @@ impl TokenFixture {
 /// `n` rows in a file-less SQLite table shaped like `bench/`'s posts, for the count path.
 pub struct CountFixture {
     coll: Collection,
-    conn: Connection,
+    conn: Scratch,
 }
 
 impl CountFixture {
     pub fn new(n: usize) -> CountFixture {
         let filled = PageFixture::new(n);
-        let conn = Connection::open_in_memory().expect("in-memory sqlite");
-        ddl::create(&conn, &filled.coll).expect("table");
-        let tx = conn.unchecked_transaction().expect("tx");
-        for r in &filled.rows {
-            let row: Vec<_> = r.iter().cloned().enumerate().collect();
-            crate::store::records::insert(
-                &tx,
-                &Schema::new(vec![filled.coll.clone()]),
-                &filled.coll,
-                &row,
-            )
-            .expect("row");
-        }
-        tx.commit().expect("commit");
+        let conn = Scratch::new().expect("in-memory sqlite");
+        ddl::create(conn.conn(), &filled.coll).expect("table");
+        let schema = Schema::new(vec![filled.coll.clone()]);
+        conn.conn()
+            .savepoint(|tx| {
+                for r in &filled.rows {
+                    let row: Vec<_> = r.iter().cloned().enumerate().collect();
+                    crate::store::records::insert(tx, &schema, &filled.coll, &row)?;
+                }
+                Ok(crate::store::Keep::Commit(()))
+            })
+            .expect("rows");
         CountFixture {
             coll: filled.coll,
             conn,
@@ -345,8 +342,12 @@ impl CountFixture {
 
     /// `SELECT count(*)` for an unfiltered list (what `list_100k` would run without the cache).
     pub fn count_all(&self) -> i64 {
-        crate::store::records::count(&self.conn, &self.coll, &crate::query::Select::default())
-            .unwrap_or(-1)
+        crate::store::records::count(
+            self.conn.conn(),
+            &self.coll,
+            &crate::query::Select::default(),
+        )
+        .unwrap_or(-1)
     }
 
     /// A filtered page of 30 with its total, in one scan (`page_and_total`).
@@ -360,7 +361,7 @@ impl CountFixture {
             ],
             ..crate::query::Select::default()
         };
-        crate::store::records::page_and_total(&self.conn, &self.coll, &sel, 30, 0)
+        crate::store::records::page_and_total(self.conn.conn(), &self.coll, &sel, 30, 0)
             .map(|(_, total)| total)
             .unwrap_or(-1)
     }

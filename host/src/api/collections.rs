@@ -162,7 +162,7 @@ async fn body_json(
 
 /// View collections get their fields from the query; rules are checked by compiling them.
 fn finish_definition(
-    conn: &crate::store::Conn,
+    conn: crate::store::Conn<'_>,
     schema: &Schema,
     mut c: Collection,
 ) -> Result<Collection, StoreError> {
@@ -337,10 +337,10 @@ pub(crate) async fn truncate(
     state
         .store
         .write(move |conn| {
-            let tx = conn.savepoint()?;
-            crate::store::records::truncate(&tx, &schema, &c)?;
-            tx.commit()?;
-            Ok(())
+            conn.savepoint(|tx| {
+                crate::store::records::truncate(tx, &schema, &c)?;
+                Ok(crate::store::Keep::Commit(()))
+            })
         })
         .await
         .map_err(|e| match e {

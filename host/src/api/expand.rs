@@ -10,7 +10,7 @@ use super::serialize::{Viewer, record_json};
 use crate::query::{Query, RequestInfo, back_relation, qi};
 use crate::schema::value::Stored;
 use crate::schema::{Collection, FieldType, Schema};
-use crate::store::{Conn as Connection, StoreRecord, records as store_records};
+use crate::store::{Conn, StoreRecord, records as store_records};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -50,7 +50,7 @@ type ExpandMap = Map<String, Value>;
 
 /// The `expand` object of each row (None: no path could be expanded, so no `expand` key).
 pub(crate) fn expand_rows(
-    conn: &Connection,
+    conn: Conn<'_>,
     ctx: &ExpandCtx,
     coll: &Arc<Collection>,
     rows: &[StoreRecord],
@@ -129,7 +129,7 @@ fn id_of(c: &Collection, row: &StoreRecord) -> String {
 /// Rows of `target` passing `q` whose `column` (or, for multi fields, one of its items) is in
 /// `keys`; in rowid order.
 fn fetch(
-    conn: &Connection,
+    conn: Conn<'_>,
     target: &Collection,
     q: Query<'_>,
     column: &str,
@@ -164,7 +164,7 @@ fn fetch(
 /// Expand `paths` on `rows` (all of `coll`). Returns each row's expand map and how many paths
 /// succeeded.
 fn level(
-    conn: &Connection,
+    conn: Conn<'_>,
     ctx: &ExpandCtx,
     coll: &Arc<Collection>,
     rows: &[StoreRecord],

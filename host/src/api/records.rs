@@ -19,7 +19,7 @@ use crate::schema::value::{
     self, Modifier, Stored, apply_modifier, coerce, from_stored, split_modifier, zero,
 };
 use crate::schema::{Collection, FieldType, SUPERUSERS_ID, Schema, ids};
-use crate::store::{OnCommit, StoreError, StoreRecord, records as store_records};
+use crate::store::{Keep, OnCommit, StoreError, StoreRecord, records as store_records};
 use axum::Extension;
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
@@ -491,7 +491,7 @@ type RelationChecks = Vec<(String, Arc<Collection>, Vec<String>)>;
 
 /// The fields whose relation ids do not all exist.
 fn missing_relations(
-    conn: &crate::store::Conn,
+    conn: crate::store::Conn<'_>,
     checks: &RelationChecks,
 ) -> crate::store::Result<Vec<String>> {
     let mut missing = Vec::new();
@@ -792,7 +792,7 @@ impl InTx {
         self,
         action: Action,
         rec: &PluginRecord,
-        conn: &crate::store::Conn,
+        conn: crate::store::Conn<'_>,
     ) -> Option<WriteOutcome> {
         match run_in_transaction(&self.hooks, self.facts, action, rec, conn) {
             HookOutcome::Proceed(_) => None,
@@ -910,26 +910,26 @@ impl Writer<'_> {
                     if !missing.is_empty() {
                         return Ok(WriteOutcome::MissingRelations(missing));
                     }
-                    let tx = conn.savepoint()?;
-                    if action == Action::Create {
-                        // The schema as of this job (schema changes run alone on the writer).
-                        store_records::insert(&tx, &store.schema(), &c2, &row)?;
-                    } else {
-                        store_records::update(&tx, &c2, &id, &row)?;
-                    }
-                    // PocketBase checks a create rule against the would-be record: insert, look,
-                    // and roll back when the rule does not hold.
-                    let Some(saved) = store_records::get(&tx, &c2, &id, rule.as_ref())? else {
-                        return Ok(WriteOutcome::RuleFailed);
-                    };
-                    if let Some(hooks) = in_tx
-                        && let Some(stop) =
-                            hooks.run(action, &PluginRecord::from_stored(&c2, &saved), &tx)
-                    {
-                        return Ok(stop);
-                    }
-                    tx.commit()?;
-                    Ok(WriteOutcome::Done(saved))
+                    conn.savepoint(|tx| {
+                        if action == Action::Create {
+                            // The schema as of this job (schema changes run alone on the writer).
+                            store_records::insert(tx, &store.schema(), &c2, &row)?;
+                        } else {
+                            store_records::update(tx, &c2, &id, &row)?;
+                        }
+                        // PocketBase checks a create rule against the would-be record: insert,
+                        // look, and roll back when the rule does not hold.
+                        let Some(saved) = store_records::get(tx, &c2, &id, rule.as_ref())? else {
+                            return Ok(Keep::Rollback(WriteOutcome::RuleFailed));
+                        };
+                        if let Some(hooks) = in_tx
+                            && let Some(stop) =
+                                hooks.run(action, &PluginRecord::from_stored(&c2, &saved), tx)
+                        {
+                            return Ok(Keep::Rollback(stop));
+                        }
+                        Ok(Keep::Commit(WriteOutcome::Done(saved)))
+                    })
                 },
                 notify,
             )
@@ -1280,19 +1280,19 @@ impl Writer<'_> {
             .store
             .write_then(
                 move |conn| {
-                    let tx = conn.savepoint()?;
-                    let Some(current) = store_records::get(&tx, &c2, &id, rule.as_ref())? else {
-                        return Ok(WriteOutcome::RuleFailed);
-                    };
-                    store_records::delete(&tx, &schema, &c2, &id, 0)?;
-                    let rec = pre.unwrap_or_else(|| PluginRecord::from_stored(&c2, &current));
-                    if let Some(hooks) = in_tx
-                        && let Some(stop) = hooks.run(Action::Delete, &rec, &tx)
-                    {
-                        return Ok(stop);
-                    }
-                    tx.commit()?;
-                    Ok(WriteOutcome::Deleted(rec))
+                    conn.savepoint(|tx| {
+                        let Some(current) = store_records::get(tx, &c2, &id, rule.as_ref())? else {
+                            return Ok(Keep::Rollback(WriteOutcome::RuleFailed));
+                        };
+                        store_records::delete(tx, &schema, &c2, &id, 0)?;
+                        let rec = pre.unwrap_or_else(|| PluginRecord::from_stored(&c2, &current));
+                        if let Some(hooks) = in_tx
+                            && let Some(stop) = hooks.run(Action::Delete, &rec, tx)
+                        {
+                            return Ok(Keep::Rollback(stop));
+                        }
+                        Ok(Keep::Commit(WriteOutcome::Deleted(rec)))
+                    })
                 },
                 notify,
             )
@@ -1380,7 +1380,7 @@ fn expand_request(
 }
 
 fn run_expand(
-    conn: &crate::store::Conn,
+    conn: crate::store::Conn<'_>,
     c: &Arc<Collection>,
     rows: &[StoreRecord],
     expand: Option<&(ExpandPaths, ExpandCtx)>,

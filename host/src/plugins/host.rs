@@ -335,10 +335,10 @@ impl db::Host for HostState {
                     .rt
                     .store
                     .write(move |c| {
-                        let sp = c.savepoint()?;
-                        let n = crate::store::raw::execute(&sp, &sql, &params)?;
-                        sp.commit()?;
-                        Ok(n)
+                        c.savepoint(|sp| {
+                            crate::store::raw::execute(sp, &sql, &params)
+                                .map(crate::store::Keep::Commit)
+                        })
                     })
                     .await
                     .map_err(store_err),

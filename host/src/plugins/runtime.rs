@@ -954,7 +954,7 @@ pub(crate) fn run_in_transaction(
     facts: Arc<CallFacts>,
     action: Action,
     record: &PluginRecord,
-    conn: &crate::store::Conn,
+    conn: crate::store::Conn<'_>,
 ) -> HookOutcome {
     let Some(first) = hooks.first() else {
         return HookOutcome::Proceed(Vec::new());

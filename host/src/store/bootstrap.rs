@@ -247,8 +247,8 @@ pub(super) fn ensure_data(conn: &mut Connection) -> Result<()> {
     let tx = conn.transaction()?;
     tx.execute_batch(SYSTEM_TABLES)?;
     for c in system_collections() {
-        ddl::insert_collection_row(&tx, &c)?;
-        ddl::create(&tx, &c)?;
+        ddl::insert_collection_row(super::Conn(&tx), &c)?;
+        ddl::create(super::Conn(&tx), &c)?;
     }
     let micros = chrono::Utc::now().timestamp_micros();
     for (i, m) in MIGRATIONS.iter().enumerate() {

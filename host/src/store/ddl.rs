@@ -1,6 +1,7 @@
 //! Collection DDL: the `_collections` row and the table (or view) that follows it.
 //! Identifiers come only from validated collection and field names; values are bound.
 
+use super::Conn;
 use super::{Result, StoreError};
 use crate::schema::define::{self, field_from_json};
 use crate::schema::{Collection, Field, FieldType, Schema, ids};
@@ -13,7 +14,8 @@ pub(crate) fn q(name: &str) -> String {
     format!("`{}`", name.replace('`', "``"))
 }
 
-pub(crate) fn insert_collection_row(conn: &Connection, c: &Collection) -> Result<()> {
+pub(crate) fn insert_collection_row(conn: Conn<'_>, c: &Collection) -> Result<()> {
+    let conn = conn.0;
     conn.execute(
         "INSERT INTO _collections (id, system, type, name, fields, indexes, listRule, viewRule, createRule, \
          updateRule, deleteRule, options, created, updated) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)",
@@ -106,7 +108,8 @@ fn index_names(conn: &Connection, table: &str) -> Result<Vec<String>> {
 
 /// Create the table (or view) and indexes of a new collection. The `_collections` row is the
 /// caller's.
-pub(crate) fn create(conn: &Connection, c: &Collection) -> Result<()> {
+pub(crate) fn create(conn: Conn<'_>, c: &Collection) -> Result<()> {
+    let conn = conn.0;
     if c.is_view() {
         conn.execute_batch(&format!(
             "CREATE VIEW {} AS SELECT * FROM ({})",
@@ -120,23 +123,21 @@ pub(crate) fn create(conn: &Connection, c: &Collection) -> Result<()> {
     create_indexes(conn, c)
 }
 
-pub(crate) fn create_collection(conn: &Connection, c: &Collection) -> Result<()> {
-    insert_collection_row(conn, c)?;
-    create(conn, c)
+pub(crate) fn create_collection(conn: Conn<'_>, c: &Collection) -> Result<()> {
+    let conn = conn.0;
+    insert_collection_row(super::Conn(conn), c)?;
+    create(super::Conn(conn), c)
 }
 
 /// Move a table to a new definition. The table is rebuilt (new table, copy, swap): that one path
 /// handles added, removed, renamed and retyped columns alike, and keeps the data of every field
 /// whose id survives.
-pub(crate) fn update_collection(
-    conn: &Connection,
-    old: &Collection,
-    new: &Collection,
-) -> Result<()> {
+pub(crate) fn update_collection(conn: Conn<'_>, old: &Collection, new: &Collection) -> Result<()> {
+    let conn = conn.0;
     update_collection_row(conn, new)?;
     if new.is_view() {
         conn.execute_batch(&format!("DROP VIEW IF EXISTS {}", q(&old.name)))?;
-        return create(conn, new);
+        return create(super::Conn(conn), new);
     }
     let same_shape = old.name == new.name
         && old.fields.len() == new.fields.len()
@@ -200,7 +201,8 @@ fn convert_expr(old: &Field, new: &Field) -> String {
     }
 }
 
-pub(crate) fn delete_collection(conn: &Connection, c: &Collection) -> Result<()> {
+pub(crate) fn delete_collection(conn: Conn<'_>, c: &Collection) -> Result<()> {
+    let conn = conn.0;
     conn.execute("DELETE FROM _collections WHERE id = ?1", [&c.id])?;
     let kind = if c.is_view() { "VIEW" } else { "TABLE" };
     conn.execute_batch(&format!("DROP {kind} IF EXISTS {}", q(&c.name)))?;
@@ -363,10 +365,11 @@ pub(crate) fn has_wildcard_column(sql: &str) -> bool {
 /// counts and integer casts). The query is tried as a real view inside a savepoint that is
 /// rolled back, so SQLite words its refusals as it will for the real view.
 pub(crate) fn infer_view_fields(
-    conn: &Connection,
+    conn: Conn<'_>,
     schema: &Schema,
     query: &str,
 ) -> Result<Vec<Field>> {
+    let conn = conn.0;
     // Other problems are reported by the view below, in the words SQLite uses there.
     if let Err(rusqlite::Error::MultipleStatement) = conn.prepare(query) {
         return Err(view_refused("multiple statements are not supported."));

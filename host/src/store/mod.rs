@@ -20,9 +20,65 @@ use tokio::sync::{Semaphore, oneshot};
 
 pub(crate) use records::StoreRecord;
 
-/// A connection as the layers above see it: they receive one in `read`/`write` closures and
-/// hand it back to store functions, without naming rusqlite themselves.
-pub(crate) type Conn = Connection;
+/// A connection lent to a `read` or `write` closure. The layers above hand it back to store
+/// functions; it gives them no rusqlite (its connection is private to this module and its
+/// children).
+#[derive(Clone, Copy)]
+pub(crate) struct Conn<'a>(&'a Connection);
+
+/// A file-less database for fixtures (the testkit's compiler checks and benches): the same SQL
+/// functions as the real store, none of its threads.
+pub(crate) struct Scratch(Connection);
+
+impl Scratch {
+    pub(crate) fn new() -> Result<Self> {
+        let conn = Connection::open_in_memory()?;
+        register_functions(&conn)?;
+        Ok(Self(conn))
+    }
+
+    pub(crate) fn conn(&self) -> Conn<'_> {
+        Conn(&self.0)
+    }
+}
+
+/// What a [`Conn::savepoint`] closure decides about its changes.
+pub(crate) enum Keep<R> {
+    /// Release the savepoint: the changes stay (and commit with the enclosing transaction).
+    Commit(R),
+    /// Roll the savepoint back: nothing of it stays.
+    Rollback(R),
+}
+
+impl<'a> Conn<'a> {
+    /// Run `f` inside a savepoint; an error from `f` rolls it back too. Savepoints nest (each
+    /// one is the most recent of its name), so `f` may open more.
+    pub(crate) fn savepoint<R>(self, f: impl FnOnce(Conn<'a>) -> Result<Keep<R>>) -> Result<R> {
+        let run = |sql: &str| -> Result<()> {
+            self.0.prepare_cached(sql)?.execute([])?;
+            Ok(())
+        };
+        run("SAVEPOINT fb")?;
+        let undo = || {
+            let _ = run("ROLLBACK TO fb");
+            let _ = run("RELEASE fb");
+        };
+        match f(self) {
+            Ok(Keep::Commit(r)) => {
+                run("RELEASE fb")?;
+                Ok(r)
+            }
+            Ok(Keep::Rollback(r)) => {
+                undo();
+                Ok(r)
+            }
+            Err(e) => {
+                undo();
+                Err(e)
+            }
+        }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum StoreError {
@@ -385,11 +441,11 @@ impl Store {
     }
 
     /// Run a data write on the writer thread and wait until it is committed. `f` must keep its
-    /// changes inside `conn.savepoint()` (never `transaction()`): it may run inside a group
-    /// commit with other writes, and its result is delivered only after that commit.
+    /// changes inside `conn.savepoint(..)`: it may run inside a group commit with other writes,
+    /// and its result is delivered only after that commit.
     pub(crate) async fn write<R, F>(&self, f: F) -> Result<R>
     where
-        F: FnOnce(&mut Connection) -> Result<R> + Send + 'static,
+        F: FnOnce(Conn<'_>) -> Result<R> + Send + 'static,
         R: Send + 'static,
     {
         self.write_then(f, None).await
@@ -400,12 +456,12 @@ impl Store {
     /// Jobs commit in queue order, so these run in commit order.
     pub(crate) async fn write_then<R, F>(&self, f: F, on_commit: Option<OnCommit<R>>) -> Result<R>
     where
-        F: FnOnce(&mut Connection) -> Result<R> + Send + 'static,
+        F: FnOnce(Conn<'_>) -> Result<R> + Send + 'static,
         R: Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
         self.send(Job::Batched(Box::new(move |conn| {
-            let out = f(conn);
+            let out = f(Conn(conn));
             Box::new(move |committed| {
                 let out = match out {
                     Ok(_) if !committed => Err(StoreError::Invalid(
@@ -440,7 +496,7 @@ impl Store {
     }
 
     /// A solo write for callers outside the async runtime (the CLI).
-    pub(crate) fn write_blocking<R, F>(&self, f: F) -> Result<R>
+    fn write_blocking<R, F>(&self, f: F) -> Result<R>
     where
         F: FnOnce(&mut Connection) -> Result<R> + Send + 'static,
         R: Send + 'static,
@@ -459,14 +515,14 @@ impl Store {
     /// snapshot before anyone can observe the new tables.
     pub(crate) async fn write_schema<R, F>(self: &Arc<Self>, f: F) -> Result<R>
     where
-        F: FnOnce(&rusqlite::Transaction<'_>) -> Result<R> + Send + 'static,
+        F: FnOnce(Conn<'_>) -> Result<R> + Send + 'static,
         R: Send + 'static,
     {
         let me = Arc::clone(self);
         // Alone: the new snapshot must not be published before its tables are committed.
         self.write_solo(move |conn| {
             let tx = conn.transaction()?;
-            let out = f(&tx)?;
+            let out = f(Conn(&tx))?;
             let collections = load_collections(&tx)?;
             tx.commit()?;
             me.schema.store(Arc::new(Schema::new(collections)));
@@ -478,12 +534,12 @@ impl Store {
     /// `read` inside one read transaction: every statement `f` runs sees the same snapshot.
     pub(crate) async fn read_snapshot<R, F>(&self, f: F) -> Result<R>
     where
-        F: FnOnce(&Connection) -> Result<R> + Send + 'static,
+        F: FnOnce(Conn<'_>) -> Result<R> + Send + 'static,
         R: Send + 'static,
     {
         self.read(move |conn| {
-            let tx = conn.unchecked_transaction()?;
-            f(&tx)
+            let tx = conn.0.unchecked_transaction()?;
+            f(Conn(&tx))
         })
         .await
     }
@@ -491,7 +547,7 @@ impl Store {
     /// Run `f` on a read-only connection from the pool, off the async runtime.
     pub(crate) async fn read<R, F>(&self, f: F) -> Result<R>
     where
-        F: FnOnce(&Connection) -> Result<R> + Send + 'static,
+        F: FnOnce(Conn<'_>) -> Result<R> + Send + 'static,
         R: Send + 'static,
     {
         let permit = self
@@ -508,7 +564,7 @@ impl Store {
             .map_err(|_| StoreError::WriterGone)?
             .pop()
             .ok_or(StoreError::WriterGone)?;
-        let out = f(&conn);
+        let out = f(Conn(&conn));
         if let Ok(mut pool) = self.readers.lock() {
             pool.push(conn);
         }
@@ -606,16 +662,16 @@ mod tests {
             let s = Arc::clone(&store);
             tasks.push(tokio::spawn(async move {
                 s.write(move |c| {
-                    let sp = c.savepoint()?;
-                    sp.execute(
-                        "INSERT INTO _params (id, value) VALUES (?1, '1')",
-                        [format!("gc{i}")],
-                    )?;
-                    if i % 2 == 1 {
-                        return Err(StoreError::Invalid("odd".into()));
-                    }
-                    sp.commit()?;
-                    Ok(i)
+                    c.savepoint(|sp| {
+                        sp.0.execute(
+                            "INSERT INTO _params (id, value) VALUES (?1, '1')",
+                            [format!("gc{i}")],
+                        )?;
+                        if i % 2 == 1 {
+                            return Err(StoreError::Invalid("odd".into()));
+                        }
+                        Ok(Keep::Commit(i))
+                    })
                 })
                 .await
             }));
@@ -629,7 +685,7 @@ mod tests {
         assert_eq!(ok, 20);
         let n: i64 = store
             .read(|c| {
-                Ok(c.query_row(
+                Ok(c.0.query_row(
                     "SELECT count(*) FROM _params WHERE id LIKE 'gc%'",
                     [],
                     |r| r.get(0),
@@ -652,19 +708,20 @@ mod tests {
         // The writer sits inside an open write transaction until told to finish.
         let w = tokio::spawn(async move {
             s2.write(move |c| {
-                let sp = c.savepoint()?;
-                sp.execute("INSERT INTO _params (id, value) VALUES ('held', '1')", [])?;
-                let _ = hold_rx.recv();
-                sp.commit()?;
-                Ok(())
+                c.savepoint(|sp| {
+                    sp.0.execute("INSERT INTO _params (id, value) VALUES ('held', '1')", [])?;
+                    let _ = hold_rx.recv();
+                    Ok(Keep::Commit(()))
+                })
             })
             .await
         });
         let n = store
             .read(|c| {
-                Ok(c.query_row("SELECT count(*) FROM _collections", [], |r| {
-                    r.get::<_, i64>(0)
-                })?)
+                Ok(c.0
+                    .query_row("SELECT count(*) FROM _collections", [], |r| {
+                        r.get::<_, i64>(0)
+                    })?)
             })
             .await
             .unwrap();
@@ -673,11 +730,10 @@ mod tests {
         w.await.unwrap().unwrap();
         let n = store
             .read(|c| {
-                Ok(
-                    c.query_row("SELECT count(*) FROM _params WHERE id='held'", [], |r| {
+                Ok(c.0
+                    .query_row("SELECT count(*) FROM _params WHERE id='held'", [], |r| {
                         r.get::<_, i64>(0)
-                    })?,
-                )
+                    })?)
             })
             .await
             .unwrap();

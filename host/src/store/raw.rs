@@ -1,8 +1,8 @@
 //! Raw SQL from plugins: one statement, bound parameters, and an authorizer that keeps it
 //! away from system tables, secrets, schema changes, PRAGMAs and ATTACH.
 
+use super::Conn;
 use super::{Result, StoreError};
-use rusqlite::Connection;
 use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
 use rusqlite::types::{ToSqlOutput, Value as SqlV, ValueRef};
 
@@ -92,7 +92,8 @@ fn denied(e: rusqlite::Error) -> StoreError {
 }
 
 /// A read-only statement. `conn` is a reader (or the writer inside a job).
-pub(crate) fn query(conn: &Connection, sql: &str, params: &[SqlValue]) -> Result<Rows> {
+pub(crate) fn query(conn: Conn<'_>, sql: &str, params: &[SqlValue]) -> Result<Rows> {
+    let conn = conn.0;
     one_statement(sql)?;
     conn.authorizer(Some(policy(false)));
     let out = (|| {
@@ -133,7 +134,8 @@ pub(crate) fn query(conn: &Connection, sql: &str, params: &[SqlValue]) -> Result
 }
 
 /// A write statement on the writer's connection (inside the caller's savepoint or job).
-pub(crate) fn execute(conn: &Connection, sql: &str, params: &[SqlValue]) -> Result<u64> {
+pub(crate) fn execute(conn: Conn<'_>, sql: &str, params: &[SqlValue]) -> Result<u64> {
+    let conn = conn.0;
     one_statement(sql)?;
     conn.authorizer(Some(policy(true)));
     let out = (|| {
@@ -153,14 +155,14 @@ mod tests {
 
     #[test]
     fn plugin_sql_stays_out_of_system_tables_and_secrets() {
-        let c = Connection::open_in_memory().unwrap();
+        let c = rusqlite::Connection::open_in_memory().unwrap();
         c.execute_batch(
             "CREATE TABLE posts (id TEXT, title TEXT); CREATE TABLE _superusers (id TEXT, password TEXT);
              CREATE TABLE users (id TEXT, tokenKey TEXT); INSERT INTO posts VALUES ('a', 'x');",
         )
         .unwrap();
         let (cols, rows) = query(
-            &c,
+            Conn(&c),
             "SELECT id, title FROM posts WHERE id = ?",
             &[SqlValue::Text("a".into())],
         )
@@ -177,17 +179,17 @@ mod tests {
             "PRAGMA table_info(posts)",
         ] {
             assert!(
-                matches!(query(&c, bad, &[]), Err(StoreError::Denied(_))),
+                matches!(query(Conn(&c), bad, &[]), Err(StoreError::Denied(_))),
                 "{bad}"
             );
         }
         assert!(matches!(
-            query(&c, "DELETE FROM posts", &[]),
+            query(Conn(&c), "DELETE FROM posts", &[]),
             Err(StoreError::Denied(_))
         ));
         assert_eq!(
             execute(
-                &c,
+                Conn(&c),
                 "UPDATE posts SET title = ? WHERE id = 'a'",
                 &[SqlValue::Text("y".into())]
             )
@@ -202,12 +204,12 @@ mod tests {
             "PRAGMA journal_mode = DELETE",
         ] {
             assert!(
-                matches!(execute(&c, bad, &[]), Err(StoreError::Denied(_))),
+                matches!(execute(Conn(&c), bad, &[]), Err(StoreError::Denied(_))),
                 "{bad}"
             );
         }
         assert!(matches!(
-            execute(&c, "DELETE FROM posts; DROP TABLE posts", &[]),
+            execute(Conn(&c), "DELETE FROM posts; DROP TABLE posts", &[]),
             Err(StoreError::Invalid(_))
         ));
         // The authorizer is gone afterwards: the host's own statements are unaffected.

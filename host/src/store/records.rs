@@ -1,5 +1,6 @@
 //! Record rows: select, count, insert, update and delete (with PocketBase's relation integrity).
 
+use super::Conn;
 use super::ddl::q;
 use super::{Result, StoreError};
 use crate::query::Select;
@@ -85,12 +86,13 @@ pub(crate) fn list_sql(c: &Collection, sel: &Select) -> String {
 }
 
 pub(crate) fn list(
-    conn: &Connection,
+    conn: Conn<'_>,
     c: &Collection,
     sel: &Select,
     limit: i64,
     offset: i64,
 ) -> Result<Vec<StoreRecord>> {
+    let conn = conn.0;
     let sql = select_sql(c, &sel.joins, &sel.where_sql, &sel.order_sql);
     let mut params: Vec<&dyn ToSql> = sel.params.iter().map(|p| p as &dyn ToSql).collect();
     params.push(&limit);
@@ -106,15 +108,16 @@ pub(crate) fn list(
 /// `rowid` in sort order gives both: the total is the number of rows it yields, and only the
 /// page's rowids are kept; the page's rows are then read by rowid.
 pub(crate) fn page_and_total(
-    conn: &Connection,
+    conn: Conn<'_>,
     c: &Collection,
     sel: &Select,
     limit: i64,
     offset: i64,
 ) -> Result<(Vec<StoreRecord>, i64)> {
+    let conn = conn.0;
     if sel.where_sql.is_empty() || !sel.joins.is_empty() || c.is_view() {
-        let rows = list(conn, c, sel, limit, offset)?;
-        return Ok((rows, count(conn, c, sel)?));
+        let rows = list(super::Conn(conn), c, sel, limit, offset)?;
+        return Ok((rows, count(super::Conn(conn), c, sel)?));
     }
     let t = q(&c.name);
     let mut sql = format!("SELECT {t}.`_rowid_` FROM {t} WHERE {}", sel.where_sql);
@@ -160,7 +163,8 @@ pub(crate) fn page_and_total(
     ))
 }
 
-pub(crate) fn count(conn: &Connection, c: &Collection, sel: &Select) -> Result<i64> {
+pub(crate) fn count(conn: Conn<'_>, c: &Collection, sel: &Select) -> Result<i64> {
+    let conn = conn.0;
     let key = if c.is_view() {
         format!("{}.`id`", q(&c.name))
     } else {
@@ -183,11 +187,12 @@ pub(crate) fn count(conn: &Connection, c: &Collection, sel: &Select) -> Result<i
 
 /// One record by id, optionally only if `extra` (a compiled rule) holds for it.
 pub(crate) fn get(
-    conn: &Connection,
+    conn: Conn<'_>,
     c: &Collection,
     id: &str,
     extra: Option<&Select>,
 ) -> Result<Option<StoreRecord>> {
+    let conn = conn.0;
     let cond = format!("{}.`id` = ?", q(&c.name));
     let (joins, where_sql, mut params): (&str, String, Vec<&dyn ToSql>) = match extra {
         Some(sel) if !sel.where_sql.is_empty() => (
@@ -206,10 +211,11 @@ pub(crate) fn get(
 
 /// The subset of `ids` that exist in `c`.
 pub(crate) fn existing_ids(
-    conn: &Connection,
+    conn: Conn<'_>,
     c: &Collection,
     ids: &[String],
 ) -> Result<HashSet<String>> {
+    let conn = conn.0;
     let mut out = HashSet::new();
     let mut stmt = conn.prepare_cached(&format!("SELECT 1 FROM {} WHERE `id` = ?1", q(&c.name)))?;
     for id in ids {
@@ -226,11 +232,12 @@ pub(crate) fn existing_ids(
 /// `@request.auth.id` alone (`owner = @request.auth.id`), so two auth records with one id would
 /// let the second sign in as the first.
 pub(crate) fn auth_id_taken(
-    conn: &Connection,
+    conn: Conn<'_>,
     schema: &Schema,
     c: &Collection,
     id: &str,
 ) -> Result<bool> {
+    let conn = conn.0;
     for other in schema
         .collections
         .iter()
@@ -249,11 +256,12 @@ pub(crate) fn auth_id_taken(
 /// checked against the other auth collections (inside the write's transaction, so no other
 /// write can take the id in between).
 pub(crate) fn insert(
-    conn: &Connection,
+    conn: Conn<'_>,
     schema: &Schema,
     c: &Collection,
     row: &[(usize, Stored)],
 ) -> Result<()> {
+    let conn = conn.0;
     if c.is_auth() {
         let id = row
             .iter()
@@ -263,7 +271,7 @@ pub(crate) fn insert(
                 _ => None,
             })
             .ok_or_else(|| StoreError::Invalid("an auth record needs an id".into()))?;
-        if auth_id_taken(conn, schema, c, id)? {
+        if auth_id_taken(super::Conn(conn), schema, c, id)? {
             return Err(StoreError::AuthIdTaken);
         }
     }
@@ -283,11 +291,12 @@ pub(crate) fn insert(
 }
 
 pub(crate) fn update(
-    conn: &Connection,
+    conn: Conn<'_>,
     c: &Collection,
     id: &str,
     row: &[(usize, Stored)],
 ) -> Result<()> {
+    let conn = conn.0;
     if row.is_empty() {
         return Ok(());
     }
@@ -312,12 +321,13 @@ pub(crate) fn update(
 /// delete their records (recursively), required non-cascading ones refuse the delete, others
 /// drop the id. Runs inside the caller's transaction.
 pub(crate) fn delete(
-    conn: &Connection,
+    conn: Conn<'_>,
     schema: &Schema,
     c: &Collection,
     id: &str,
     depth: usize,
 ) -> Result<()> {
+    let conn = conn.0;
     if depth > 32 {
         return Err(StoreError::Invalid("relation cascade is too deep".into()));
     }
@@ -347,7 +357,7 @@ pub(crate) fn delete(
                     continue;
                 }
                 if f.opt_bool("cascadeDelete") {
-                    delete(conn, schema, other, &rid, depth + 1)?;
+                    delete(super::Conn(conn), schema, other, &rid, depth + 1)?;
                 } else if f.required {
                     return Err(StoreError::RequiredRelation);
                 } else if f.is_multi() {
@@ -367,20 +377,22 @@ pub(crate) fn delete(
     Ok(())
 }
 
-pub(crate) fn truncate(conn: &Connection, schema: &Schema, c: &Collection) -> Result<()> {
+pub(crate) fn truncate(conn: Conn<'_>, schema: &Schema, c: &Collection) -> Result<()> {
+    let conn = conn.0;
     let ids: Vec<String> = {
         let mut stmt = conn.prepare(&format!("SELECT `id` FROM {}", q(&c.name)))?;
         stmt.query_map([], |r| r.get(0))?
             .collect::<rusqlite::Result<_>>()?
     };
     for id in ids {
-        delete(conn, schema, c, &id, 0)?;
+        delete(super::Conn(conn), schema, c, &id, 0)?;
     }
     Ok(())
 }
 
 /// Ids of `_collections` rows matching a filter compiled against the `_collections` pseudo-collection.
-pub(crate) fn collection_ids(conn: &Connection, sel: &Select) -> Result<Vec<String>> {
+pub(crate) fn collection_ids(conn: Conn<'_>, sel: &Select) -> Result<Vec<String>> {
+    let conn = conn.0;
     let mut sql = "SELECT `_collections`.`id` FROM `_collections`".to_owned();
     if !sel.where_sql.is_empty() {
         sql.push_str(" WHERE ");
@@ -402,11 +414,12 @@ pub(crate) fn collection_ids(conn: &Connection, sel: &Select) -> Result<Vec<Stri
 
 /// The first record whose `field` equals `value` (identity lookups).
 pub(crate) fn find_by(
-    conn: &Connection,
+    conn: Conn<'_>,
     c: &Collection,
     field: &str,
     value: &str,
 ) -> Result<Option<StoreRecord>> {
+    let conn = conn.0;
     let sql = select_sql(c, "", &format!("{}.{} = ?", q(&c.name), q(field)), "");
     let params: [&dyn ToSql; 3] = [&value, &1_i64, &0_i64];
     Ok(fetch(conn, c, &sql, &params)?.into_iter().next())
@@ -440,6 +453,7 @@ mod tests {
         };
         let outcome = store
             .write_blocking(move |conn| {
+                let conn = crate::store::Conn(conn);
                 insert(conn, &schema, &users, &row(&users, "victim000000001"))?;
                 let taken = insert(conn, &schema, &su, &row(&su, "victim000000001"));
                 // A base collection may reuse the id: only auth ids name a caller.

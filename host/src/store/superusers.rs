@@ -95,7 +95,7 @@ pub(crate) fn apply(
                             Some((i, v))
                         })
                         .collect();
-                    records::insert(&tx, &schema, &su, &row)?;
+                    records::insert(super::Conn(&tx), &schema, &su, &row)?;
                     format!("Successfully saved superuser {email}!")
                 }
             };
@@ -109,7 +109,7 @@ pub(crate) fn apply(
 fn fresh_id(conn: &Connection, schema: &Schema, su: &Collection) -> super::Result<String> {
     loop {
         let id = ids::record_id();
-        if !records::auth_id_taken(conn, schema, su, &id)? {
+        if !records::auth_id_taken(super::Conn(conn), schema, su, &id)? {
             return Ok(id);
         }
     }
