@@ -64,6 +64,13 @@ pub(crate) async fn serve(
     )
     .await
     .map_err(std::io::Error::other)?;
+    let records = Arc::new(crate::records::Records {
+        store: Arc::clone(&store),
+        plugins: Arc::clone(&plugins),
+    });
+    plugins.set_services(Arc::new(crate::records::services::RecordServices {
+        records: Arc::downgrade(&records),
+    }));
     let state = Arc::new(AppState {
         store: Arc::clone(&store),
         cfg: Arc::clone(&cfg),
@@ -73,10 +80,8 @@ pub(crate) async fn serve(
             cfg.cache.response_bytes,
         ),
         plugins: Arc::clone(&plugins),
+        records,
     });
-    plugins.set_services(Arc::new(api::plugin_services::ApiServices {
-        state: Arc::downgrade(&state),
-    }));
     plugins.spawn_background();
     let router = api::router(state);
     crate::http::serve(listener, http_limits(&cfg), router, shutdown).await?;

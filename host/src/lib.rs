@@ -10,6 +10,7 @@ mod config;
 mod http;
 mod plugins;
 mod query;
+mod records;
 mod schema;
 mod store;
 pub mod testkit;

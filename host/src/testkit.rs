@@ -243,23 +243,23 @@ impl PageFixture {
 
     /// The page as list items, written straight to bytes (the list path's encoder).
     pub fn encode_direct(&self) -> Vec<u8> {
-        let order = crate::api::serialize::key_order(&self.coll);
-        let viewer = crate::api::serialize::Viewer::default();
+        let order = crate::records::json::key_order(&self.coll);
+        let viewer = crate::records::json::Viewer::default();
         let mut out = Vec::with_capacity(self.rows.len() * 700);
         for r in &self.rows {
-            crate::api::serialize::write_record(&mut out, &self.coll, &order, r.clone(), &viewer);
+            crate::records::json::write_record(&mut out, &self.coll, &order, r.clone(), &viewer);
         }
         out
     }
 
     /// The same page through JSON values first (the path `fields`/`expand` take).
     pub fn encode_values(&self) -> Vec<u8> {
-        let viewer = crate::api::serialize::Viewer::default();
+        let viewer = crate::records::json::Viewer::default();
         let items: Vec<Value> = self
             .rows
             .iter()
             .map(|r| {
-                Value::Object(crate::api::serialize::record_json(
+                Value::Object(crate::records::json::record_json(
                     &self.coll,
                     r.clone(),
                     &viewer,

@@ -3,16 +3,15 @@
 
 use super::body;
 use super::error::{ApiError, ApiResult, MSG_VALIDATION};
-use super::serialize::{FieldsFilter, Viewer, record_json};
-use super::{Caller, RequestCtx, Shared, caller, find_collection, ok_json, query_map};
+use super::{Shared, caller, find_collection, ok_json, query_map};
 use crate::auth::{password, token};
-use crate::query;
+use crate::records::json::{FieldsFilter, Viewer, record_json};
 use crate::schema::Collection;
 use crate::schema::define::verr;
 use crate::store::records as store_records;
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
@@ -109,44 +108,6 @@ fn sign_auth_token(
         secret,
         chrono::Utc::now().timestamp(),
     ))
-}
-
-/// The collection's `authRule` for this record: None = allowed.
-async fn check_auth_rule(
-    state: &Shared,
-    c: &Arc<Collection>,
-    row: &crate::store::StoreRecord,
-) -> ApiResult<()> {
-    let deny = || {
-        ApiError::new(
-            StatusCode::FORBIDDEN,
-            "The request doesn't satisfy the collection requirements to authenticate.",
-        )
-    };
-    let rule = match c.auth_option("authRule") {
-        Some(Value::String(r)) => r.clone(),
-        Some(Value::Null) => return Err(deny()),
-        _ => String::new(),
-    };
-    if rule.trim().is_empty() {
-        return Ok(());
-    }
-    let who = Caller {
-        collection: Arc::clone(c),
-        record: row.clone(),
-        refreshable: true,
-    };
-    let (empty, no_headers) = (Map::new(), HeaderMap::new());
-    let req = RequestCtx::new(Some(&who), &Method::POST, &no_headers, &empty, None);
-    let sel = query::compile_rule(&state.store.schema(), c, &rule, req.info())?;
-    let id = who.id();
-    let c2 = Arc::clone(c);
-    let ok = state
-        .store
-        .read(move |conn| store_records::get(conn, &c2, &id, Some(&sel)))
-        .await?
-        .is_some();
-    if ok { Ok(()) } else { Err(deny()) }
 }
 
 pub(crate) async fn with_password(
@@ -257,7 +218,7 @@ pub(crate) async fn with_password(
     if !ok {
         return Err(fail());
     }
-    check_auth_rule(&state, &c, &row).await?;
+    crate::records::auth_rule_allows(&state.store, &c, &row).await?;
     let tok = sign_auth_token(&c, &row, true)?;
     Ok(auth_response(
         &c,
@@ -290,7 +251,7 @@ pub(crate) async fn refresh(
     let q = query_map(raw.as_deref());
     let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
         .map_err(|_| ApiError::bad_request())?;
-    check_auth_rule(&state, &c, &who.record).await?;
+    crate::records::auth_rule_allows(&state.store, &c, &who.record).await?;
     let tok = if who.refreshable {
         sign_auth_token(&c, &who.record, true)?
     } else {

@@ -119,7 +119,7 @@ pub(crate) async fn list(
         .take(per_page as usize)
         .map(|c| c.to_api_json())
         .collect();
-    let fields = super::serialize::FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
+    let fields = crate::records::json::FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
         .map_err(|_| ApiError::bad_request())?;
     let items: Vec<Value> = match &fields {
         Some(f) => items.into_iter().map(|v| f.apply_value(v)).collect(),

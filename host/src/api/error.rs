@@ -2,6 +2,7 @@
 //! error becomes a status code.
 
 use crate::query::QueryError;
+use crate::records::RecordError;
 use crate::store::StoreError;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -87,6 +88,40 @@ impl From<StoreError> for ApiError {
             | StoreError::NotUnique(_)
             | StoreError::RequiredRelation => Self::bad_request(),
             _ => Self::internal(),
+        }
+    }
+}
+
+/// Every way a record operation refuses, as the status and body PocketBase answers with.
+impl From<RecordError> for ApiError {
+    fn from(e: RecordError) -> Self {
+        match e {
+            RecordError::NotFound => Self::not_found(),
+            RecordError::SuperusersOnly => Self::superusers_only(),
+            RecordError::AuthRuleDenied => {
+                Self::new(StatusCode::FORBIDDEN, crate::records::MSG_AUTH_RULE_DENIED)
+            }
+            RecordError::Query(q) => q.into(),
+            RecordError::Invalid { message, data } => {
+                Self::with_data(StatusCode::BAD_REQUEST, message, data)
+            }
+            RecordError::Refused(message) => Self::new(StatusCode::BAD_REQUEST, message),
+            RecordError::Rejected(r) => {
+                let mut data = Map::new();
+                for (field, code, message) in r.fields {
+                    data.insert(field, json!({"code": code, "message": message}));
+                }
+                Self::with_data(
+                    StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_REQUEST),
+                    r.message,
+                    data,
+                )
+            }
+            RecordError::Store(s) => s.into(),
+            RecordError::Internal(why) => {
+                tracing::error!(error = %why, "record operation failed");
+                Self::internal()
+            }
         }
     }
 }

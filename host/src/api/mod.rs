@@ -6,19 +6,14 @@ mod body;
 pub(crate) mod cache;
 mod collections;
 pub(crate) mod error;
-mod expand;
 mod health;
 mod plugin_routes;
-pub(crate) mod plugin_services;
 mod records;
-pub(crate) mod serialize;
 
 use crate::auth::token;
 use crate::config::Config;
-use crate::query::RequestInfo;
-use crate::schema::value::from_stored;
-use crate::schema::{Collection, SUPERUSERS_ID};
-use crate::store::{Store, StoreRecord, records as store_records};
+use crate::schema::Collection;
+use crate::store::{Store, records as store_records};
 use axum::Router;
 use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
@@ -26,7 +21,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use error::{ApiError, ApiResult};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use std::sync::Arc;
 
 pub(crate) struct AppState {
@@ -34,57 +29,20 @@ pub(crate) struct AppState {
     pub cfg: Arc<Config>,
     pub caches: cache::Caches,
     pub plugins: Arc<crate::plugins::Plugins>,
+    pub records: Arc<crate::records::Records>,
 }
 
 pub(crate) type Shared = Arc<AppState>;
 
-/// The authenticated caller: the auth record a valid token names.
-#[derive(Debug, Clone)]
-pub(crate) struct Caller {
-    pub collection: Arc<Collection>,
-    pub record: StoreRecord,
-    pub refreshable: bool,
-}
+pub(crate) use crate::records::Caller;
 
-impl Caller {
-    pub(crate) fn is_superuser(&self) -> bool {
-        self.collection.id == SUPERUSERS_ID
-    }
-    pub(crate) fn id(&self) -> String {
-        self.value("id").as_str().unwrap_or("").to_owned()
-    }
-    /// The caller as plugins see it.
-    pub(crate) fn principal(&self) -> crate::plugins::Principal {
-        crate::plugins::Principal {
-            collection: self.collection.name.clone(),
-            id: self.id(),
-            is_superuser: self.is_superuser(),
+/// The request's headers as the record layer reads them (`@request.headers`, plugin calls):
+/// borrowed, so nothing is copied unless a rule or a hook asks.
+impl crate::records::RequestHeaders for HeaderMap {
+    fn each(&self, f: &mut dyn FnMut(&str, &str)) {
+        for (k, v) in self {
+            f(k.as_str(), v.to_str().unwrap_or(""));
         }
-    }
-    pub(crate) fn value(&self, name: &str) -> Value {
-        self.collection
-            .fields
-            .iter()
-            .position(|f| f.name == name)
-            .map(|i| from_stored(&self.collection.fields[i], self.record[i].clone()))
-            .unwrap_or(Value::Null)
-    }
-    /// The caller as `@request.auth` sees it: every field (hidden ones included) plus the
-    /// collection keys.
-    pub(crate) fn as_rule_map(&self) -> Map<String, Value> {
-        let mut m = Map::new();
-        for (i, f) in self.collection.fields.iter().enumerate() {
-            // Rules see the stored hash of a password, which the API form blanks.
-            let v = if f.kind == crate::schema::FieldType::Password {
-                json!(self.collection.stored_text(&self.record, &f.name))
-            } else {
-                from_stored(f, self.record[i].clone())
-            };
-            m.insert(f.name.clone(), v);
-        }
-        m.insert("collectionId".into(), json!(self.collection.id));
-        m.insert("collectionName".into(), json!(self.collection.name));
-        m
     }
 }
 
@@ -155,93 +113,6 @@ pub(crate) async fn caller(state: &AppState, headers: &HeaderMap) -> Option<Call
         );
     }
     Some(caller)
-}
-
-/// What a plugin call made for an HTTP request knows of it (its `call-context`).
-pub(crate) fn call_facts(
-    who: Option<&Caller>,
-    method: &Method,
-    path: &str,
-    headers: &HeaderMap,
-    remote_ip: Option<String>,
-) -> crate::plugins::CallFacts {
-    crate::plugins::CallFacts {
-        principal: who.map(Caller::principal),
-        system: false,
-        method: Some(method.as_str().to_owned()),
-        path: Some(path.to_owned()),
-        headers: headers
-            .iter()
-            .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
-            .collect(),
-        remote_ip,
-        caller: who.map(|w| Arc::new(w.clone()) as Arc<dyn std::any::Any + Send + Sync>),
-        depth: 0,
-    }
-}
-
-/// What `@request.*` means for one request. Built on first use only: a public rule with no
-/// filter (the common read) never pays for copying headers, query and the caller's fields.
-pub(crate) struct RequestCtx<'a> {
-    pub who: Option<&'a Caller>,
-    method: &'a Method,
-    headers: &'a HeaderMap,
-    query: &'a Map<String, Value>,
-    body: Option<&'a Map<String, Value>>,
-    /// A write or read made by the server itself (a plugin's record call): no rules apply.
-    system: bool,
-    built: std::cell::OnceCell<RequestInfo>,
-}
-
-impl<'a> RequestCtx<'a> {
-    pub(crate) fn new(
-        who: Option<&'a Caller>,
-        method: &'a Method,
-        headers: &'a HeaderMap,
-        query: &'a Map<String, Value>,
-        body: Option<&'a Map<String, Value>>,
-    ) -> Self {
-        Self {
-            who,
-            method,
-            headers,
-            query,
-            body,
-            system: false,
-            built: std::cell::OnceCell::new(),
-        }
-    }
-
-    /// The same request, made by the server itself.
-    pub(crate) fn made_by_system(mut self, system: bool) -> Self {
-        self.system = system;
-        self
-    }
-
-    pub(crate) fn is_superuser(&self) -> bool {
-        self.system || self.who.is_some_and(Caller::is_superuser)
-    }
-
-    pub(crate) fn info(&self) -> &RequestInfo {
-        self.built.get_or_init(|| {
-            let mut headers = Map::new();
-            for (k, v) in self.headers {
-                let name = k.as_str().to_ascii_lowercase().replace('-', "_");
-                headers
-                    .entry(name)
-                    .or_insert_with(|| json!(v.to_str().unwrap_or("")));
-            }
-            RequestInfo {
-                auth: self.who.map(Caller::as_rule_map),
-                is_superuser: self.is_superuser(),
-                body: self.body.cloned().unwrap_or_default(),
-                query: self.query.clone(),
-                headers,
-                method: self.method.as_str().to_owned(),
-                context: "default".into(),
-            }
-        })
-    }
 }
 
 /// Security and CORS headers PocketBase sends on every response; preflights end here.

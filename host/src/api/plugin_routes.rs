@@ -1,7 +1,7 @@
 //! Plugin routes (the fallback below every native route), `/api/crons` and `/api/plugins`.
 
 use super::error::{ApiError, ApiResult};
-use super::{Shared, call_facts, caller, not_routed, ok_json, require_superuser};
+use super::{Shared, caller, not_routed, ok_json, require_superuser};
 use crate::plugins::RouteRequest;
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
@@ -35,13 +35,16 @@ pub(crate) async fn dispatch(State(state): State<Shared>, request: Request) -> R
         .extensions
         .get::<crate::http::Peer>()
         .map(|c| c.0.ip().to_string());
-    let facts = call_facts(
+    let no_query = serde_json::Map::new();
+    let facts = crate::records::Access::request(
         who.as_ref(),
-        &parts.method,
+        parts.method.as_str(),
         parts.uri.path(),
         &parts.headers,
-        remote_ip,
-    );
+        &no_query,
+        remote_ip.as_deref(),
+    )
+    .facts();
     let req = RouteRequest {
         method: parts.method.as_str().to_owned(),
         path: parts.uri.path().to_owned(),

@@ -6,7 +6,7 @@
 //! skipped silently; a path that can be expanded sets `expand` on every record (`{}` when it
 //! found nothing); related records the caller may not view are left out.
 
-use super::serialize::{Viewer, record_json};
+use super::json::{Viewer, record_json};
 use crate::query::{Query, RequestInfo, back_relation, qi};
 use crate::schema::value::Stored;
 use crate::schema::{Collection, FieldType, Schema};

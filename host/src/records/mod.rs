@@ -1,0 +1,79 @@
+//! Owns the record lifecycle: who is asking (`Access`), the one rule decision per action, reads
+//! (list, get, expand) and writes (draft, validation, auth fields, relation checks, hooks, the
+//! change feed). No HTTP types: the REST handlers, plugins and (later) batch, realtime and the
+//! auth flows all call it, and none of them re-implements a piece of it.
+
+mod access;
+pub(crate) mod expand;
+pub(crate) mod json;
+pub(crate) mod read;
+mod rules;
+pub(crate) mod services;
+mod write;
+
+pub(crate) use access::{Access, Caller, RequestHeaders};
+pub(crate) use rules::{Action, Gate, auth_rule_allows, condition, gate};
+pub(crate) use write::Writer;
+
+use crate::plugins::{Plugins, Rejection};
+use crate::query::QueryError;
+use crate::store::{Store, StoreError};
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+/// What the record operations need: the store and the plugins whose hooks writes run.
+pub(crate) struct Records {
+    pub store: Arc<Store>,
+    pub plugins: Arc<Plugins>,
+}
+
+pub(crate) const MSG_CREATE_FAILED: &str = "Failed to create record.";
+pub(crate) const MSG_UPDATE_FAILED: &str = "Failed to update record.";
+pub(crate) const MSG_AUTH_RULE_DENIED: &str =
+    "The request doesn't satisfy the collection requirements to authenticate.";
+pub(crate) const MSG_DELETE_FAILED: &str = "Failed to delete record. Make sure that the record is not part of a required relation reference.";
+
+/// Why a record operation did not happen. Every variant keeps PocketBase's words for it; the
+/// HTTP layer turns them into statuses in one match (`api/error.rs`), plugins into their own
+/// refusals (`services.rs`).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RecordError {
+    /// No such record, or not one this caller may reach (PocketBase does not tell them apart).
+    #[error("record not found")]
+    NotFound,
+    /// The action's rule is `null`: superusers only.
+    #[error("only superusers may do this")]
+    SuperusersOnly,
+    /// The collection's authRule does not admit this record.
+    #[error("the auth rule refused")]
+    AuthRuleDenied,
+    /// A rule or a client's filter or sort that does not compile, or may not be used.
+    #[error("query: {0}")]
+    Query(#[from] QueryError),
+    /// Field errors, in PocketBase's `data` shape, under the action's message.
+    #[error("{message}")]
+    Invalid {
+        message: &'static str,
+        data: Map<String, Value>,
+    },
+    /// Refused with a message and no field errors (a create rule that does not hold, a view
+    /// collection, a required relation, a hook that failed).
+    #[error("{0}")]
+    Refused(&'static str),
+    /// A plugin hook refused, with its own status and body.
+    #[error("refused by a plugin: {}", .0.message)]
+    Rejected(Rejection),
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    /// Something of ours broke (a hashing thread gone, say).
+    #[error("internal: {0}")]
+    Internal(String),
+}
+
+impl RecordError {
+    pub(crate) fn invalid(message: &'static str, data: Map<String, Value>) -> Self {
+        Self::Invalid { message, data }
+    }
+}
+
+pub(crate) type Result<T> = std::result::Result<T, RecordError>;

@@ -1,0 +1,157 @@
+//! Record reads: the list statement (rule, filter, sort), a page with its total, one record,
+//! and the expansions of either, each under the caller's rules.
+
+use super::expand::{ExpandCtx, ExpandPaths, expand_rows};
+use super::{Access, Action, Gate, RecordError, Result, gate};
+use crate::query::{self, Query, Select};
+use crate::schema::{Collection, Schema};
+use crate::store::{Conn, Store, StoreRecord, records as store_records};
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+/// One row's expansions (None: no path could be expanded, so no `expand` key).
+pub(crate) type Expanded = Option<Map<String, Value>>;
+
+/// A page of a list.
+pub(crate) struct Page {
+    pub rows: Vec<StoreRecord>,
+    pub expanded: Vec<Expanded>,
+    /// The number of matches; -1 when the client skipped it.
+    pub total: i64,
+}
+
+/// The list statement for `access`: the list rule (a `null` rule is superusers only), then the
+/// client's filter and sort. A client's filter or sort may not name `@collection.` or
+/// `@request.` (superusers aside): that is checked on the raw texts first, as PocketBase does,
+/// so it answers 403 even where the rest would not parse.
+pub(crate) fn list_select(
+    schema: &Schema,
+    c: &Collection,
+    access: &Access<'_>,
+    filter: Option<&str>,
+    sort: Option<&str>,
+) -> Result<Select> {
+    let rule = match gate(c, Action::List, access) {
+        Gate::SuperusersOnly => return Err(RecordError::SuperusersOnly),
+        Gate::Open => None,
+        Gate::Rule(r) => Some(r),
+    };
+    if !access.is_superuser() {
+        query::forbid_client_refs(filter, sort)?;
+    }
+    let mut q = Query::new(schema, c, access.info());
+    if let Some(r) = rule {
+        q.rule(r)?;
+    }
+    if let Some(f) = filter {
+        q.filter(f)?;
+    }
+    if let Some(s) = sort {
+        q.sort(s)?;
+    }
+    Ok(q.finish())
+}
+
+/// The expansions a request asks for, and the context they run in (`@request.context` is
+/// "expand" for the related records' view rules).
+pub(crate) fn expanding(
+    schema: &Arc<Schema>,
+    access: &Access<'_>,
+    raw: Option<&str>,
+) -> Option<(ExpandPaths, ExpandCtx)> {
+    let paths = ExpandPaths::parse(raw)?;
+    let mut info = access.info().clone();
+    info.context = "expand".into();
+    Some((
+        paths,
+        ExpandCtx {
+            schema: Arc::clone(schema),
+            req: info,
+            viewer: access.viewer(),
+        },
+    ))
+}
+
+fn run_expand(
+    conn: Conn<'_>,
+    c: &Arc<Collection>,
+    rows: &[StoreRecord],
+    expand: Option<&(ExpandPaths, ExpandCtx)>,
+) -> crate::store::Result<Vec<Expanded>> {
+    match expand {
+        Some((paths, ctx)) => expand_rows(conn, ctx, c, rows, paths),
+        None => Ok(vec![None; rows.len()]),
+    }
+}
+
+/// A page of `sel` and (unless `skip_total`) its total, with the rows' expansions: one read
+/// transaction, so all of it sees one snapshot.
+pub(crate) async fn page(
+    store: &Store,
+    c: &Arc<Collection>,
+    sel: Select,
+    (page, per_page): (i64, i64),
+    skip_total: bool,
+    expand: Option<(ExpandPaths, ExpandCtx)>,
+) -> Result<Page> {
+    let c2 = Arc::clone(c);
+    Ok(store
+        .read_snapshot(move |conn| {
+            let offset = (page - 1) * per_page;
+            let (rows, total) = if skip_total {
+                (store_records::list(conn, &c2, &sel, per_page, offset)?, -1)
+            } else {
+                store_records::page_and_total(conn, &c2, &sel, per_page, offset)?
+            };
+            let expanded = run_expand(conn, &c2, &rows, expand.as_ref())?;
+            Ok(Page {
+                rows,
+                expanded,
+                total,
+            })
+        })
+        .await?)
+}
+
+/// One record passing `rule` (the caller's view rule, as a condition), with its expansions.
+pub(crate) async fn view(
+    store: &Store,
+    c: &Arc<Collection>,
+    id: String,
+    rule: Option<Select>,
+    expand: Option<(ExpandPaths, ExpandCtx)>,
+) -> Result<(StoreRecord, Expanded)> {
+    let c2 = Arc::clone(c);
+    store
+        .read(move |conn| {
+            let Some(row) = store_records::get(conn, &c2, &id, rule.as_ref())? else {
+                return Ok(None);
+            };
+            let rows = vec![row];
+            let e = run_expand(conn, &c2, &rows, expand.as_ref())?;
+            Ok(rows.into_iter().zip(e).next())
+        })
+        .await?
+        .ok_or(RecordError::NotFound)
+}
+
+/// A record just written, with the expansions its response asks for.
+pub(crate) async fn expand_written(
+    store: &Store,
+    c: &Arc<Collection>,
+    row: StoreRecord,
+    expand: Option<(ExpandPaths, ExpandCtx)>,
+) -> Result<(StoreRecord, Expanded)> {
+    let Some(e) = expand else {
+        return Ok((row, None));
+    };
+    let c2 = Arc::clone(c);
+    store
+        .read(move |conn| {
+            let rows = vec![row];
+            let x = run_expand(conn, &c2, &rows, Some(&e))?;
+            Ok(rows.into_iter().zip(x).next())
+        })
+        .await?
+        .ok_or(RecordError::NotFound)
+}

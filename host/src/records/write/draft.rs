@@ -1,0 +1,507 @@
+//! The record being written: body input applied to a draft (coerced, modifiers, auth fields,
+//! server-side values), validated, passwords hashed, turned into the row the store writes.
+
+use super::super::{MSG_CREATE_FAILED, RecordError, Result};
+use crate::auth::password;
+use crate::plugins::FieldValue;
+use crate::schema::define::verr;
+use crate::schema::value::{
+    self, Modifier, Stored, apply_modifier, coerce, from_stored, split_modifier, zero,
+};
+use crate::schema::{Collection, FieldType, SUPERUSERS_ID, ids};
+use crate::store::{Store, StoreRecord, records as store_records};
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
+
+/// The record being written, in API form, aligned with the collection's fields.
+pub(super) struct Draft {
+    pub values: Vec<Value>,
+    /// Plaintext passwords to hash before the write, by field index.
+    pub passwords: Vec<(usize, String)>,
+    /// Errors found in the raw input, which its coerced value no longer shows (by field index).
+    pub input_errors: Vec<(usize, Value)>,
+}
+
+pub(super) fn idx(c: &Collection, name: &str) -> Option<usize> {
+    c.fields.iter().position(|f| f.name == name)
+}
+
+/// A field every collection of its kind has (the id, an auth collection's password).
+pub(super) fn field_index(c: &Collection, name: &str) -> Result<usize> {
+    idx(c, name).ok_or_else(|| {
+        RecordError::Store(crate::store::StoreError::Schema(format!(
+            "collection {} has no {name} field",
+            c.name
+        )))
+    })
+}
+
+/// Apply body keys (plain and modifier forms) to the draft. Auth secrets and autodates are the
+/// server's; hidden fields are dropped for non-superusers, as PocketBase does.
+pub(super) fn apply_body(
+    c: &Collection,
+    draft: &mut Draft,
+    data: &Map<String, Value>,
+    superuser: bool,
+) {
+    let mut modifiers: Vec<(usize, Modifier, &Value)> = Vec::new();
+    for (k, v) in data {
+        let (name, m) = split_modifier(k);
+        let Some(i) = idx(c, name) else { continue };
+        let f = &c.fields[i];
+        if f.kind == FieldType::Autodate || f.name == "id" {
+            continue;
+        }
+        if c.is_auth() && matches!(f.name.as_str(), "password" | "tokenKey") {
+            continue;
+        }
+        if f.hidden && !superuser && f.kind != FieldType::Password {
+            continue;
+        }
+        match m {
+            None => {
+                if f.kind == FieldType::Password {
+                    draft.passwords.retain(|(j, _)| *j != i);
+                    let s = match v {
+                        Value::String(s) => s.clone(),
+                        Value::Null => String::new(),
+                        other => other.to_string(),
+                    };
+                    draft.values[i] = json!(s);
+                    if !s.is_empty() {
+                        draft.passwords.push((i, s));
+                    }
+                } else if f.kind == FieldType::File {
+                    // Uploads arrive with the files issue. A name sent as a value must be one
+                    // already attached (kept); any other is refused, as PocketBase refuses names
+                    // that are not among the record's files or this request's uploads.
+                    let current = value::to_list(&draft.values[i]);
+                    let wanted = value::to_list(v);
+                    unknown_files(i, &current, &wanted, &mut draft.input_errors);
+                    let keep: Vec<Value> = wanted
+                        .into_iter()
+                        .filter(|w| current.contains(w))
+                        .map(Value::String)
+                        .collect();
+                    draft.values[i] = if f.is_multi() {
+                        Value::Array(keep)
+                    } else {
+                        keep.into_iter().next().unwrap_or(json!(""))
+                    };
+                } else {
+                    if let Some(e) = value::json_input_error(f, v) {
+                        draft.input_errors.push((i, e));
+                    }
+                    draft.values[i] = coerce(f, v);
+                }
+            }
+            Some(m) => modifiers.push((i, m, v)),
+        }
+    }
+    for (i, m, v) in modifiers {
+        let f = &c.fields[i];
+        if f.kind == FieldType::File && m != Modifier::Subtract {
+            let current = value::to_list(&draft.values[i]);
+            unknown_files(i, &current, &value::to_list(v), &mut draft.input_errors);
+            continue;
+        }
+        draft.values[i] = apply_modifier(f, &draft.values[i], m, v);
+    }
+}
+
+/// Names sent to file field `i` that are not attached to the record: PocketBase's
+/// `validation_invalid_file`.
+fn unknown_files(i: usize, current: &[String], wanted: &[String], out: &mut Vec<(usize, Value)>) {
+    let unknown: Vec<&String> = wanted.iter().filter(|w| !current.contains(w)).collect();
+    if unknown.is_empty() {
+        return;
+    }
+    let shown: Vec<&str> = unknown.iter().map(|s| s.as_str()).collect();
+    out.push((
+        i,
+        crate::schema::define::verr_params(
+            "validation_invalid_file",
+            &format!("Invalid new files: [{}].", shown.join(" ")),
+            json!({"invalidFiles": unknown}),
+        ),
+    ));
+}
+
+pub(super) fn validation_error(message: &'static str, data: Map<String, Value>) -> RecordError {
+    RecordError::invalid(message, data)
+}
+
+/// Field validation plus the checks that need the database (relations exist).
+/// Relation ids a write must find: (field name, target collection, ids).
+pub(super) type RelationChecks = Vec<(String, Arc<Collection>, Vec<String>)>;
+
+/// The fields whose relation ids do not all exist.
+pub(super) fn missing_relations(
+    conn: crate::store::Conn<'_>,
+    checks: &RelationChecks,
+) -> crate::store::Result<Vec<String>> {
+    let mut missing = Vec::new();
+    for (name, target, ids) in checks {
+        let found = store_records::existing_ids(conn, target, ids)?;
+        if ids.iter().any(|i| !found.contains(i)) {
+            missing.push(name.clone());
+        }
+    }
+    Ok(missing)
+}
+
+pub(super) fn missing_relation_errors(names: Vec<String>) -> Map<String, Value> {
+    let mut errors = Map::new();
+    for name in names {
+        errors.insert(
+            name,
+            verr(
+                "validation_missing_rel_records",
+                "Failed to find all relation records with the provided ids.",
+            ),
+        );
+    }
+    errors
+}
+
+/// Validate the draft. On success, the relation ids still to be found, which the write checks
+/// on its own connection (one trip to the writer instead of a read first); on failure, every
+/// field error, relation ones included.
+pub(super) async fn validate(
+    store: &Store,
+    c: &Arc<Collection>,
+    draft: &Draft,
+    skip: &[usize],
+) -> std::result::Result<RelationChecks, Map<String, Value>> {
+    let mut errors = Map::new();
+    for (i, f) in c.fields.iter().enumerate() {
+        // Errors in the raw input count even where the value ends up unchanged.
+        if let Some((_, e)) = draft.input_errors.iter().find(|(j, _)| *j == i) {
+            errors.insert(f.name.clone(), e.clone());
+            continue;
+        }
+        if skip.contains(&i) || f.kind == FieldType::Autodate {
+            continue;
+        }
+        if let Some(e) = value::validate(f, &draft.values[i]) {
+            errors.insert(f.name.clone(), e);
+        }
+    }
+    let schema = store.schema();
+    let mut checks: RelationChecks = Vec::new();
+    for (i, f) in c.fields.iter().enumerate() {
+        if f.kind != FieldType::Relation || errors.contains_key(&f.name) {
+            continue;
+        }
+        let ids: Vec<String> = match &draft.values[i] {
+            Value::Array(a) => a
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect(),
+            Value::String(s) if !s.is_empty() => vec![s.clone()],
+            _ => continue,
+        };
+        if ids.is_empty() {
+            continue;
+        }
+        match schema.by_id(f.opt_str("collectionId")) {
+            Some(target) => checks.push((f.name.clone(), Arc::clone(target), ids)),
+            None => {
+                errors.insert(
+                    f.name.clone(),
+                    verr(
+                        "validation_missing_rel_records",
+                        "Failed to find all relation records with the provided ids.",
+                    ),
+                );
+            }
+        }
+    }
+    if errors.is_empty() {
+        return Ok(checks);
+    }
+    // The write will not happen: report the relation errors along with the others now.
+    if !checks.is_empty() {
+        let missing = store
+            .read(move |conn| missing_relations(conn, &checks))
+            .await
+            .unwrap_or_default();
+        errors.extend(missing_relation_errors(missing));
+    }
+    Err(errors)
+}
+
+/// Hash the draft's new passwords off the async runtime.
+pub(super) async fn hash_passwords(c: &Collection, draft: &mut Draft) -> Result<()> {
+    for (i, plain) in std::mem::take(&mut draft.passwords) {
+        let cost = u32::try_from(c.fields[i].opt_i64("cost")).unwrap_or(0);
+        let h = tokio::task::spawn_blocking(move || password::hash(&plain, cost))
+            .await
+            .map_err(|e| RecordError::Internal(format!("password hashing: {e}")))?
+            .map_err(|e| {
+                tracing::error!(error = %e, "password hashing failed");
+                RecordError::Internal(format!("password hashing: {e}"))
+            })?;
+        draft.values[i] = json!(h);
+    }
+    Ok(())
+}
+
+pub(super) fn to_row(
+    c: &Collection,
+    draft: &Draft,
+    only: Option<&[usize]>,
+) -> Vec<(usize, Stored)> {
+    c.fields
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| only.is_none_or(|o| o.contains(i)))
+        .map(|(i, f)| (i, value::to_stored(f, &draft.values[i])))
+        .collect()
+}
+/// Apply a before-hook's patch to the draft (coerced like body input). The id, autodates and
+/// auth secrets stay the server's.
+pub(super) fn apply_patch(
+    c: &Collection,
+    draft: &mut Draft,
+    patch: Vec<(String, Option<FieldValue>)>,
+) -> std::result::Result<(), String> {
+    for (name, v) in patch {
+        let Some(i) = idx(c, &name) else { continue };
+        let f = &c.fields[i];
+        if f.name == "id" || f.kind == FieldType::Autodate || f.kind == FieldType::Password {
+            continue;
+        }
+        if c.is_auth() && f.name == "tokenKey" {
+            continue;
+        }
+        draft.values[i] = match v {
+            None => zero(f),
+            Some(v) => coerce(f, &v.to_json()?),
+        };
+    }
+    Ok(())
+}
+
+impl Draft {
+    /// A new record: zero values, then the body.
+    pub(super) fn new_record(c: &Collection, data: &Map<String, Value>, superuser: bool) -> Self {
+        let mut draft = Draft {
+            values: c.fields.iter().map(zero).collect(),
+            passwords: Vec::new(),
+            input_errors: Vec::new(),
+        };
+        apply_body(c, &mut draft, data, superuser);
+        draft
+    }
+
+    /// A stored record about to change: its values (password hashes kept as they are), then
+    /// the body.
+    pub(super) fn existing(
+        c: &Collection,
+        row: &StoreRecord,
+        data: &Map<String, Value>,
+        superuser: bool,
+    ) -> (Self, Vec<Value>) {
+        let mut draft = Draft {
+            values: c
+                .fields
+                .iter()
+                .zip(row.iter())
+                .map(|(f, s)| match (f.kind, s) {
+                    // Keep the stored hash as is; from_stored would blank it.
+                    (FieldType::Password, Stored::Text(t)) => json!(t),
+                    _ => from_stored(f, s.clone()),
+                })
+                .collect(),
+            passwords: Vec::new(),
+            input_errors: Vec::new(),
+        };
+        let before = draft.values.clone();
+        apply_body(c, &mut draft, data, superuser);
+        (draft, before)
+    }
+}
+
+/// What a new record gets from the server: autodates, the id (the client's, cast to text as
+/// PocketBase casts a number or bool, and then validated like any text field), values from
+/// empty text fields' `autogeneratePattern` (an id without one stays empty and is refused as
+/// required). Returns the id's field index.
+pub(super) fn fill_new(
+    c: &Collection,
+    draft: &mut Draft,
+    data: &Map<String, Value>,
+) -> Result<usize> {
+    let now = ids::now();
+    for (i, f) in c.fields.iter().enumerate() {
+        if f.kind == FieldType::Autodate && f.opt_bool("onCreate") {
+            draft.values[i] = json!(now);
+        }
+    }
+    let id_idx = field_index(c, "id")?;
+    if let Some(s) = data.get("id").map(value::as_string) {
+        draft.values[id_idx] = json!(s);
+    }
+    for (i, f) in c.fields.iter().enumerate() {
+        if f.kind == FieldType::Text
+            && draft.values[i].as_str() == Some("")
+            && let Some(v) = Some(f.opt_str("autogeneratePattern"))
+                .filter(|p| !p.is_empty())
+                .and_then(ids::from_pattern)
+        {
+            draft.values[i] = json!(v);
+        }
+    }
+    Ok(id_idx)
+}
+
+/// A new auth record: password and passwordConfirm required and equal, a fresh tokenKey,
+/// `verified` set by superusers only (always true for superusers). Returns the fields not to
+/// validate (the generated tokenKey).
+pub(super) fn auth_create_checks(
+    c: &Collection,
+    superuser: bool,
+    data: &Map<String, Value>,
+    draft: &mut Draft,
+) -> Result<Vec<usize>> {
+    let mut skip = Vec::new();
+    let pw = data
+        .get("password")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    let confirm = data
+        .get("passwordConfirm")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let mut form = Map::new();
+    if pw.is_empty() {
+        form.insert(
+            "password".into(),
+            verr("validation_required", "Cannot be blank."),
+        );
+    }
+    if confirm.is_empty() {
+        form.insert(
+            "passwordConfirm".into(),
+            verr("validation_required", "Cannot be blank."),
+        );
+    } else if confirm != pw {
+        form.insert(
+            "passwordConfirm".into(),
+            verr("validation_values_mismatch", "Values don't match."),
+        );
+    }
+    if !form.is_empty() {
+        return Err(validation_error(MSG_CREATE_FAILED, form));
+    }
+    let pi = field_index(c, "password")?;
+    draft.values[pi] = json!(pw.clone());
+    draft.passwords.push((pi, pw));
+    if let Some(ti) = idx(c, "tokenKey") {
+        draft.values[ti] = json!(ids::secret(50));
+        skip.push(ti);
+    }
+    if let Some(vi) = idx(c, "verified") {
+        if c.id == SUPERUSERS_ID {
+            draft.values[vi] = json!(true);
+        } else if !superuser && draft.values[vi] == json!(true) {
+            let mut e = Map::new();
+            e.insert(
+                "verified".into(),
+                verr("validation_values_mismatch", "Values don't match."),
+            );
+            return Err(validation_error(MSG_CREATE_FAILED, e));
+        }
+    }
+    Ok(skip)
+}
+
+/// Auth records: password changes need `oldPassword` (except for superusers) and rotate the
+/// tokenKey; only superusers change `email` and `verified` directly.
+pub(super) async fn auth_update_checks(
+    c: &Collection,
+    superuser: bool,
+    data: &Map<String, Value>,
+    draft: &mut Draft,
+    before: &[Value],
+    changed: &mut Vec<usize>,
+    errors: &mut Map<String, Value>,
+) -> Result<()> {
+    if !superuser {
+        for name in ["email", "verified"] {
+            if let Some(i) = idx(c, name)
+                && draft.values[i] != before[i]
+            {
+                errors.insert(
+                    name.into(),
+                    verr("validation_values_mismatch", "Values don't match."),
+                );
+            }
+        }
+    }
+    let pw = data.get("password").and_then(Value::as_str).unwrap_or("");
+    if pw.is_empty() {
+        return Ok(());
+    }
+    let confirm = data
+        .get("passwordConfirm")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if confirm != pw {
+        errors.insert(
+            "passwordConfirm".into(),
+            verr("validation_values_mismatch", "Values don't match."),
+        );
+    }
+    let pi = field_index(c, "password")?;
+    if !superuser {
+        let old = data
+            .get("oldPassword")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        if old.is_empty() {
+            errors.insert(
+                "oldPassword".into(),
+                verr("validation_required", "Cannot be blank."),
+            );
+        } else {
+            let hash = before[pi].as_str().unwrap_or("").to_owned();
+            let ok = tokio::task::spawn_blocking(move || password::verify(&old, &hash))
+                .await
+                .unwrap_or(false);
+            if !ok {
+                errors.insert(
+                    "oldPassword".into(),
+                    verr(
+                        "validation_invalid_old_password",
+                        "Missing or invalid old password.",
+                    ),
+                );
+            }
+        }
+    }
+    let pf = &c.fields[pi];
+    if let Some(e) = value::validate(pf, &json!(pw)) {
+        errors.insert("password".into(), e);
+    }
+    draft.values[pi] = json!(pw);
+    draft.passwords.retain(|(j, _)| *j != pi);
+    draft.passwords.push((pi, pw.to_owned()));
+    changed.push(pi);
+    if let Some(ti) = idx(c, "tokenKey") {
+        draft.values[ti] = json!(ids::secret(50));
+        changed.push(ti);
+    }
+    Ok(())
+}
+
+/// A unique index refused the write: each of its columns is `validation_not_unique`.
+pub(super) fn unique_error(message: &'static str, cols: Vec<String>) -> RecordError {
+    let mut data = Map::new();
+    for col in cols {
+        data.insert(col, verr("validation_not_unique", "Value must be unique."));
+    }
+    validation_error(message, data)
+}

@@ -1,0 +1,477 @@
+//! Record writes: create, update and delete, with rules, validation, plugin hooks and the
+//! change feed, in PocketBase's order. REST and plugins' record calls share this one path.
+//!
+//! A write is prepared off the writer (draft, before-hooks, validation, password hashing), then
+//! applied in one savepoint on the writer ([`Prepared::apply`]): relation ids checked, the row
+//! written and read back under the create rule, in-transaction hooks run. Batch will prepare
+//! many and apply them in one transaction.
+
+mod draft;
+
+use super::{
+    Access, Action as RuleAction, MSG_CREATE_FAILED, MSG_DELETE_FAILED, MSG_UPDATE_FAILED,
+    RecordError, Records, Result,
+};
+use crate::plugins::{
+    Action, CallFacts, Change, HookOutcome, HookSlots, Loaded, PluginRecord, Rejection,
+    run_in_transaction,
+};
+use crate::query::Select;
+use crate::schema::Collection;
+use crate::schema::define::verr;
+use crate::schema::value::Stored;
+use crate::store::{Conn, Keep, OnCommit, StoreError, StoreRecord, records as store_records};
+use draft::{Draft, RelationChecks};
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+/// How a write ended on the writer.
+pub(crate) enum WriteOutcome {
+    Done(StoreRecord),
+    /// A delete: the record as it was.
+    Deleted(PluginRecord),
+    RuleFailed,
+    /// Relation fields whose ids were not found.
+    MissingRelations(Vec<String>),
+    /// An in-transaction hook refused; the write was rolled back.
+    Rejected(Rejection),
+    /// An in-transaction hook failed; the write was rolled back.
+    HookFailed(String),
+}
+
+/// Writes made with one access (a request, or the server itself).
+pub(crate) struct Writer<'a> {
+    records: &'a Records,
+    access: &'a Access<'a>,
+}
+
+/// Views are read-only.
+fn writable(c: &Collection) -> Result<()> {
+    if c.is_view() {
+        return Err(RecordError::Refused("Unsupported collection type."));
+    }
+    Ok(())
+}
+
+/// The in-transaction hooks of one write and the facts they run with.
+struct InTx {
+    hooks: Vec<Arc<Loaded>>,
+    facts: Arc<CallFacts>,
+}
+
+impl InTx {
+    /// Run them inside the write's savepoint: None to go on, else the outcome that ends the
+    /// write (rolled back).
+    fn run(self, action: Action, rec: &PluginRecord, conn: Conn<'_>) -> Option<WriteOutcome> {
+        match run_in_transaction(&self.hooks, self.facts, action, rec, conn) {
+            HookOutcome::Proceed(_) => None,
+            HookOutcome::Rejected(r) => Some(WriteOutcome::Rejected(r)),
+            HookOutcome::Failed(e) => Some(WriteOutcome::HookFailed(e)),
+        }
+    }
+}
+
+/// The error for a write that did not happen, for the outcomes create, update and delete share.
+fn refused(outcome: WriteOutcome, message: &'static str) -> RecordError {
+    match outcome {
+        WriteOutcome::MissingRelations(names) => {
+            RecordError::invalid(message, draft::missing_relation_errors(names))
+        }
+        WriteOutcome::Rejected(r) => RecordError::Rejected(r),
+        WriteOutcome::HookFailed(e) => hook_failed(message, &e),
+        WriteOutcome::RuleFailed | WriteOutcome::Done(_) | WriteOutcome::Deleted(_) => {
+            RecordError::NotFound
+        }
+    }
+}
+
+fn hook_failed(message: &'static str, why: &str) -> RecordError {
+    tracing::warn!(error = %why, "plugin hook failed; write refused");
+    RecordError::Refused(message)
+}
+
+/// A store refusal of a create or update, in PocketBase's field errors.
+fn save_error(e: StoreError, message: &'static str) -> RecordError {
+    match e {
+        StoreError::NotUnique(cols) => draft::unique_error(message, cols),
+        StoreError::AuthIdTaken => {
+            let mut data = Map::new();
+            data.insert(
+                "id".into(),
+                verr(
+                    "validation_invalid_auth_id",
+                    "Invalid or duplicated auth record id.",
+                ),
+            );
+            RecordError::invalid(message, data)
+        }
+        other => RecordError::Store(other),
+    }
+}
+
+/// A create or update ready for the writer: everything that needs no transaction is done.
+pub(crate) struct Prepared {
+    collection: Arc<Collection>,
+    action: Action,
+    id: String,
+    row: Vec<(usize, Stored)>,
+    checks: RelationChecks,
+    /// The create rule, checked against the written row (None: no rule to check).
+    rule: Option<Select>,
+    in_tx: Option<InTx>,
+}
+
+impl Prepared {
+    /// On the writer, in one savepoint: relation ids checked, the row written and read back
+    /// under the rule, in-transaction hooks run. Anything but `Done` leaves nothing behind.
+    pub(crate) fn apply(
+        self,
+        conn: Conn<'_>,
+        schema: &crate::schema::Schema,
+    ) -> crate::store::Result<WriteOutcome> {
+        let missing = draft::missing_relations(conn, &self.checks)?;
+        if !missing.is_empty() {
+            return Ok(WriteOutcome::MissingRelations(missing));
+        }
+        let c = &self.collection;
+        conn.savepoint(|tx| {
+            if self.action == Action::Create {
+                store_records::insert(tx, schema, c, &self.row)?;
+            } else {
+                store_records::update(tx, c, &self.id, &self.row)?;
+            }
+            // PocketBase checks a create rule against the would-be record: insert, look, and
+            // roll back when the rule does not hold.
+            let Some(saved) = store_records::get(tx, c, &self.id, self.rule.as_ref())? else {
+                return Ok(Keep::Rollback(WriteOutcome::RuleFailed));
+            };
+            if let Some(hooks) = self.in_tx
+                && let Some(stop) =
+                    hooks.run(self.action, &PluginRecord::from_stored(c, &saved), tx)
+            {
+                return Ok(Keep::Rollback(stop));
+            }
+            Ok(Keep::Commit(WriteOutcome::Done(saved)))
+        })
+    }
+}
+
+impl<'a> Writer<'a> {
+    pub(crate) fn new(records: &'a Records, access: &'a Access<'a>) -> Self {
+        Self { records, access }
+    }
+
+    fn facts(&self) -> Arc<CallFacts> {
+        Arc::new(self.access.facts())
+    }
+
+    /// The in-transaction hooks `slots` holds, if any.
+    fn in_tx(&self, slots: Option<&HookSlots>) -> Option<InTx> {
+        let hooks = slots?.in_transaction.clone();
+        (!hooks.is_empty()).then(|| InTx {
+            hooks,
+            facts: self.facts(),
+        })
+    }
+
+    /// What to run on the writer once the write committed: queue the change for after-commit
+    /// hooks. None (no cost) when no plugin listens to this collection.
+    fn commit_notice(
+        &self,
+        slots: Option<&HookSlots>,
+        c: &Arc<Collection>,
+        action: Action,
+        previous: Option<PluginRecord>,
+    ) -> Option<OnCommit<WriteOutcome>> {
+        let s = slots?;
+        if s.after_commit.is_empty() {
+            return None;
+        }
+        let plugins = Arc::clone(&self.records.plugins);
+        let c = Arc::clone(c);
+        let actor = self.access.who.map(super::Caller::principal);
+        Some(Box::new(move |out: &WriteOutcome| {
+            let record = match out {
+                WriteOutcome::Done(saved) => PluginRecord::from_stored(&c, saved),
+                WriteOutcome::Deleted(pre) => pre.clone(),
+                _ => return,
+            };
+            plugins.committed(vec![Change {
+                action,
+                collection_id: c.id.clone(),
+                record,
+                previous,
+                actor,
+                seq: 0,
+            }]);
+        }))
+    }
+
+    /// Run the before-hooks of one event in order; patches apply cumulatively.
+    async fn before(
+        &self,
+        hooks: &[Arc<Loaded>],
+        c: &Collection,
+        current: Option<&PluginRecord>,
+        draft: &mut Draft,
+        message: &'static str,
+    ) -> Result<()> {
+        let facts = self.facts();
+        for h in hooks {
+            let pending = PluginRecord::from_json(c, &draft.values);
+            match h.before_write(Arc::clone(&facts), current, &pending).await {
+                HookOutcome::Proceed(patch) => {
+                    draft::apply_patch(c, draft, patch).map_err(|e| hook_failed(message, &e))?
+                }
+                HookOutcome::Rejected(r) => return Err(RecordError::Rejected(r)),
+                HookOutcome::Failed(e) => return Err(hook_failed(message, &e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Apply a prepared create or update on the writer, and queue its change for after-commit
+    /// hooks once it committed.
+    async fn save(
+        &self,
+        prepared: Prepared,
+        notify: Option<OnCommit<WriteOutcome>>,
+    ) -> Result<StoreRecord> {
+        let (action, message) = match prepared.action {
+            Action::Create => (Action::Create, MSG_CREATE_FAILED),
+            other => (other, MSG_UPDATE_FAILED),
+        };
+        let store = Arc::clone(&self.records.store);
+        let outcome = self
+            .records
+            .store
+            // The schema as of this job (schema changes run alone on the writer).
+            .write_then(move |conn| prepared.apply(conn, &store.schema()), notify)
+            .await
+            .map_err(|e| save_error(e, message))?;
+        match outcome {
+            WriteOutcome::Done(saved) => Ok(saved),
+            WriteOutcome::RuleFailed if action == Action::Create => {
+                Err(RecordError::Refused(MSG_CREATE_FAILED))
+            }
+            other => Err(refused(other, message)),
+        }
+    }
+
+    /// Create a record from body-shaped `data`: PocketBase's create, with plugin hooks.
+    pub(crate) async fn create(
+        &self,
+        c: &Arc<Collection>,
+        data: &Map<String, Value>,
+    ) -> Result<StoreRecord> {
+        writable(c)?;
+        let superuser = self.access.is_superuser();
+        let mut draft = Draft::new_record(c, data, superuser);
+        let id_idx = draft::fill_new(c, &mut draft, data)?;
+        let skip = if c.is_auth() {
+            draft::auth_create_checks(c, superuser, data, &mut draft)?
+        } else {
+            Vec::new()
+        };
+        // Plugins: one registry snapshot for the whole write. Before-hooks see the coerced
+        // input and their patches are validated with it (PocketBase's model hooks run before
+        // validation too).
+        let reg = self.records.plugins.registry();
+        let slots = reg.hooks(&c.id);
+        if let Some(s) = slots
+            && !s.before_create.is_empty()
+        {
+            self.before(&s.before_create, c, None, &mut draft, MSG_CREATE_FAILED)
+                .await?;
+        }
+        let checks = draft::validate(&self.records.store, c, &draft, &skip)
+            .await
+            .map_err(|e| RecordError::invalid(MSG_CREATE_FAILED, e))?;
+        let with_body = self.access.with_body(data);
+        let rule = super::condition(
+            &self.records.store.schema(),
+            c,
+            RuleAction::Create,
+            &with_body,
+        )?;
+        draft::hash_passwords(c, &mut draft).await?;
+        let prepared = Prepared {
+            collection: Arc::clone(c),
+            action: Action::Create,
+            id: draft.values[id_idx].as_str().unwrap_or("").to_owned(),
+            row: draft::to_row(c, &draft, None),
+            checks,
+            rule,
+            in_tx: self.in_tx(slots),
+        };
+        let notify = self.commit_notice(slots, c, Action::Create, None);
+        self.save(prepared, notify).await
+    }
+
+    /// Update a record from body-shaped `data`, with plugin hooks. The record must pass the
+    /// caller's update rule.
+    pub(crate) async fn update(
+        &self,
+        c: &Arc<Collection>,
+        id: String,
+        data: &Map<String, Value>,
+    ) -> Result<StoreRecord> {
+        writable(c)?;
+        let superuser = self.access.is_superuser();
+        let with_body = self.access.with_body(data);
+        let rule = super::condition(
+            &self.records.store.schema(),
+            c,
+            RuleAction::Update,
+            &with_body,
+        )?;
+        let (c2, id2) = (Arc::clone(c), id.clone());
+        let existing = self
+            .records
+            .store
+            .read(move |conn| store_records::get(conn, &c2, &id2, rule.as_ref()))
+            .await?
+            .ok_or(RecordError::NotFound)?;
+
+        let (mut draft, before) = Draft::existing(c, &existing, data, superuser);
+        let reg = self.records.plugins.registry();
+        let slots = reg.hooks(&c.id);
+        let previous = slots.map(|_| PluginRecord::from_stored(c, &existing));
+        if let Some(s) = slots
+            && !s.before_update.is_empty()
+        {
+            self.before(
+                &s.before_update,
+                c,
+                previous.as_ref(),
+                &mut draft,
+                MSG_UPDATE_FAILED,
+            )
+            .await?;
+        }
+        let mut errors = Map::new();
+        // Any `id` in an update body that is not the record's own (null and "" included) is an
+        // attempt to change the primary key, as PocketBase sees it.
+        if let Some(new_id) = data.get("id")
+            && new_id.as_str() != Some(id.as_str())
+        {
+            errors.insert(
+                "id".into(),
+                verr(
+                    "validation_pk_change",
+                    "The record primary key cannot be changed.",
+                ),
+            );
+        }
+        let mut changed: Vec<usize> = (0..c.fields.len())
+            .filter(|&i| draft.values[i] != before[i])
+            .collect();
+        let now = crate::schema::ids::now();
+        for (i, f) in c.fields.iter().enumerate() {
+            if f.kind == crate::schema::FieldType::Autodate && f.opt_bool("onUpdate") {
+                draft.values[i] = serde_json::json!(now);
+                changed.push(i);
+            }
+        }
+        if c.is_auth() {
+            draft::auth_update_checks(
+                c,
+                superuser,
+                data,
+                &mut draft,
+                &before,
+                &mut changed,
+                &mut errors,
+            )
+            .await?;
+        }
+        if !errors.is_empty() {
+            return Err(RecordError::invalid(MSG_UPDATE_FAILED, errors));
+        }
+        // Only changed fields are validated and written: an untouched legacy value stays as it was.
+        let skip: Vec<usize> = (0..c.fields.len())
+            .filter(|i| !changed.contains(i))
+            .collect();
+        let checks = draft::validate(&self.records.store, c, &draft, &skip)
+            .await
+            .map_err(|e| RecordError::invalid(MSG_UPDATE_FAILED, e))?;
+        draft::hash_passwords(c, &mut draft).await?;
+        changed.sort_unstable();
+        changed.dedup();
+        let prepared = Prepared {
+            collection: Arc::clone(c),
+            action: Action::Update,
+            row: draft::to_row(c, &draft, Some(&changed)),
+            id,
+            checks,
+            // The update rule was checked when the record was read.
+            rule: None,
+            in_tx: self.in_tx(slots),
+        };
+        let notify = self.commit_notice(slots, c, Action::Update, previous);
+        self.save(prepared, notify).await
+    }
+
+    /// Delete a record, with plugin hooks. The record must pass the caller's delete rule.
+    pub(crate) async fn delete(&self, c: &Arc<Collection>, id: String) -> Result<()> {
+        writable(c)?;
+        let schema = self.records.store.schema();
+        let rule = super::condition(&schema, c, RuleAction::Delete, self.access)?;
+        let reg = self.records.plugins.registry();
+        let slots = reg.hooks(&c.id);
+        // With hooks, the record is read first: before-delete sees it (and may refuse).
+        let mut pre = None;
+        if let Some(s) = slots {
+            let (c2, id2, r2) = (Arc::clone(c), id.clone(), rule.clone());
+            let current = self
+                .records
+                .store
+                .read(move |conn| store_records::get(conn, &c2, &id2, r2.as_ref()))
+                .await?
+                .ok_or(RecordError::NotFound)?;
+            let rec = PluginRecord::from_stored(c, &current);
+            let facts = self.facts();
+            for h in &s.before_delete {
+                match h.before_delete(Arc::clone(&facts), &rec).await {
+                    HookOutcome::Proceed(_) => {}
+                    HookOutcome::Rejected(r) => return Err(RecordError::Rejected(r)),
+                    HookOutcome::Failed(e) => return Err(hook_failed(MSG_DELETE_FAILED, &e)),
+                }
+            }
+            pre = Some(rec);
+        }
+        let c2 = Arc::clone(c);
+        let in_tx = self.in_tx(slots);
+        let notify = self.commit_notice(slots, c, Action::Delete, None);
+        let outcome = self
+            .records
+            .store
+            .write_then(
+                move |conn| {
+                    conn.savepoint(|tx| {
+                        let Some(current) = store_records::get(tx, &c2, &id, rule.as_ref())? else {
+                            return Ok(Keep::Rollback(WriteOutcome::RuleFailed));
+                        };
+                        store_records::delete(tx, &schema, &c2, &id, 0)?;
+                        let rec = pre.unwrap_or_else(|| PluginRecord::from_stored(&c2, &current));
+                        if let Some(hooks) = in_tx
+                            && let Some(stop) = hooks.run(Action::Delete, &rec, tx)
+                        {
+                            return Ok(Keep::Rollback(stop));
+                        }
+                        Ok(Keep::Commit(WriteOutcome::Deleted(rec)))
+                    })
+                },
+                notify,
+            )
+            .await
+            .map_err(|e| match e {
+                StoreError::RequiredRelation => RecordError::Refused(MSG_DELETE_FAILED),
+                other => RecordError::Store(other),
+            })?;
+        match outcome {
+            WriteOutcome::Deleted(_) => Ok(()),
+            other => Err(refused(other, MSG_DELETE_FAILED)),
+        }
+    }
+}
