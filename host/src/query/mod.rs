@@ -79,6 +79,20 @@ pub(crate) fn qi(name: &str) -> String {
     format!("`{}`", name.replace('`', "``"))
 }
 
+/// `table.column` (or, for a multi-value column, one of its items) among `n` bound keys: how
+/// expand finds the related records of a whole page in one statement.
+pub(crate) fn keys_condition(table: &str, column: &str, multi: bool, n: usize) -> String {
+    let marks = vec!["?"; n].join(", ");
+    let col = format!("{}.{}", qi(table), qi(column));
+    if multi {
+        format!(
+            "EXISTS (SELECT 1 FROM json_each(CASE WHEN iif(json_valid({col}), json_type({col})='array', FALSE) THEN {col} ELSE json_array({col}) END) `__expand_je` WHERE `__expand_je`.`value` IN ({marks}))"
+        )
+    } else {
+        format!("{col} IN ({marks})")
+    }
+}
+
 /// Relation hops allowed in one path (PocketBase's limit).
 const MAX_RELATION_DEPTH: usize = 6;
 /// Nesting of "joined collection's listRule" compilation (a rule that joins a collection whose

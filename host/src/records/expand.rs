@@ -7,7 +7,7 @@
 //! found nothing); related records the caller may not view are left out.
 
 use super::json::{Viewer, record_json};
-use crate::query::{Query, RequestInfo, back_relation, qi};
+use crate::query::{Query, RequestInfo, back_relation, keys_condition};
 use crate::schema::value::Stored;
 use crate::schema::{Collection, FieldType, Schema};
 use crate::store::{Conn, StoreRecord, records as store_records};
@@ -140,15 +140,7 @@ fn fetch(
     let mut out = Vec::new();
     for chunk in keys.chunks(BATCH) {
         let mut sel = base.clone();
-        let marks = vec!["?"; chunk.len()].join(", ");
-        let col = format!("{}.{}", qi(&target.name), qi(column));
-        let cond = if multi {
-            format!(
-                "EXISTS (SELECT 1 FROM json_each(CASE WHEN iif(json_valid({col}), json_type({col})='array', FALSE) THEN {col} ELSE json_array({col}) END) `__expand_je` WHERE `__expand_je`.`value` IN ({marks}))"
-            )
-        } else {
-            format!("{col} IN ({marks})")
-        };
+        let cond = keys_condition(&target.name, column, multi, chunk.len());
         sel.where_sql = if sel.where_sql.is_empty() {
             cond
         } else {

@@ -10,9 +10,7 @@ use serde_json::{Value, json};
 
 /// Quote an identifier for SQLite. Names are validated (`^\w+$`) before they get here; the
 /// doubling keeps even a hostile name inert.
-pub(crate) fn q(name: &str) -> String {
-    format!("`{}`", name.replace('`', "``"))
-}
+pub(crate) use crate::query::qi as q;
 
 pub(crate) fn insert_collection_row(conn: Conn<'_>, c: &Collection) -> Result<()> {
     let conn = conn.0;
