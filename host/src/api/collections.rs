@@ -362,7 +362,8 @@ pub(crate) async fn scaffolds(
     let empty = Schema::default();
     let mut out = Map::new();
     for kind in ["auth", "base", "view"] {
-        let def = json!({"name": "scaffold", "type": kind, "viewQuery": "SELECT 1 as id"});
+        // A view needs some query to be built; the scaffold shows it empty (never run).
+        let def = json!({"name": "scaffold", "type": kind, "viewQuery": "-"});
         let mut c = build(&def, None, &empty).expect("scaffold definitions are valid");
         c.id = String::new();
         c.name = String::new();
