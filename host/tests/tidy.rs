@@ -72,7 +72,9 @@ fn violations(rel: &str, text: &str) -> Vec<String> {
             && c.contains('"')
             && SQL_WORDS.iter().any(|w| c.contains(w))
         {
-            out.push(format!("{rel}:{line_no}: SQL text outside the store and query"));
+            out.push(format!(
+                "{rel}:{line_no}: SQL text outside the store and query"
+            ));
         }
         if c.contains(".unwrap()") {
             out.push(format!("{rel}:{line_no}: unwrap() outside tests"));
@@ -112,11 +114,20 @@ fn the_sources_keep_the_ownership_rules() {
     assert!(files.len() > 30, "found only {} sources", files.len());
     let mut all = Vec::new();
     for f in &files {
-        let rel = f.strip_prefix(&root).unwrap().to_string_lossy().replace('\\', "/");
+        let rel = f
+            .strip_prefix(&root)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
         let text = std::fs::read_to_string(f).unwrap();
         all.extend(violations(&rel, &text));
     }
-    assert!(all.is_empty(), "{} violations:\n{}", all.len(), all.join("\n"));
+    assert!(
+        all.is_empty(),
+        "{} violations:\n{}",
+        all.len(),
+        all.join("\n")
+    );
 }
 
 #[test]
@@ -125,14 +136,42 @@ fn each_rule_fails_on_a_file_that_breaks_it() {
     assert!(violations("api/x.rs", ok).is_empty());
     let cases: &[(&str, &str, &str)] = &[
         ("api/x.rs", "fn f() {}\n", "does not open"),
-        ("api/x.rs", "//! x\nuse rusqlite::Connection;\n", "names `rusqlite`"),
-        ("records/x.rs", "//! x\nfn f(c: &rusqlite::Connection) {}\n", "names `rusqlite`"),
-        ("api/x.rs", "//! x\nuse wasmtime::Engine;\n", "names `wasmtime`"),
+        (
+            "api/x.rs",
+            "//! x\nuse rusqlite::Connection;\n",
+            "names `rusqlite`",
+        ),
+        (
+            "records/x.rs",
+            "//! x\nfn f(c: &rusqlite::Connection) {}\n",
+            "names `rusqlite`",
+        ),
+        (
+            "api/x.rs",
+            "//! x\nuse wasmtime::Engine;\n",
+            "names `wasmtime`",
+        ),
         ("store/x.rs", "//! x\nuse axum::Router;\n", "names `axum`"),
-        ("api/x.rs", "//! x\nconst Q: &str = \"SELECT id FROM t\";\n", "SQL text"),
-        ("records/x.rs", "//! x\nlet s = format!(\"DELETE FROM {t}\");\n", "SQL text"),
-        ("query/x.rs", "//! x\nfn f() { g().unwrap(); }\n", "unwrap()"),
-        ("query/x.rs", "//! x\n#[allow(dead_code)]\nfn f() {}\n", "without a reason"),
+        (
+            "api/x.rs",
+            "//! x\nconst Q: &str = \"SELECT id FROM t\";\n",
+            "SQL text",
+        ),
+        (
+            "records/x.rs",
+            "//! x\nlet s = format!(\"DELETE FROM {t}\");\n",
+            "SQL text",
+        ),
+        (
+            "query/x.rs",
+            "//! x\nfn f() { g().unwrap(); }\n",
+            "unwrap()",
+        ),
+        (
+            "query/x.rs",
+            "//! x\n#[allow(dead_code)]\nfn f() {}\n",
+            "without a reason",
+        ),
         (
             "query/x.rs",
             "//! x\n#[allow(\n    clippy::x,\n)]\nfn f() {}\n",
@@ -150,11 +189,24 @@ fn each_rule_fails_on_a_file_that_breaks_it() {
     let allowed: &[(&str, &str)] = &[
         ("store/x.rs", "//! x\nuse rusqlite::Connection;\n"),
         ("app.rs", "//! x\nuse axum::Router;\n"),
-        ("api/x.rs", "//! x\n// SELECT is mentioned in a comment; rusqlite:: too\n"),
-        ("api/x.rs", "//! x\n#[cfg(test)]\nmod tests { fn t() { f().unwrap(); } }\n"),
-        ("api/x.rs", "//! x\n#[allow(clippy::x, reason = \"why\")]\nfn f() {}\n"),
+        (
+            "api/x.rs",
+            "//! x\n// SELECT is mentioned in a comment; rusqlite:: too\n",
+        ),
+        (
+            "api/x.rs",
+            "//! x\n#[cfg(test)]\nmod tests { fn t() { f().unwrap(); } }\n",
+        ),
+        (
+            "api/x.rs",
+            "//! x\n#[allow(clippy::x, reason = \"why\")]\nfn f() {}\n",
+        ),
     ];
     for (rel, text) in allowed {
-        assert!(violations(rel, text).is_empty(), "{rel} {text:?}: {:?}", violations(rel, text));
+        assert!(
+            violations(rel, text).is_empty(),
+            "{rel} {text:?}: {:?}",
+            violations(rel, text)
+        );
     }
 }

@@ -1,7 +1,8 @@
 //! `/api/collections`: superusers only.
 
 use super::error::{ApiError, ApiResult};
-use super::{Shared, caller, ok_json, query_map, require_superuser};
+use super::extract::Superuser;
+use super::{Shared, ok_json, query_map};
 use crate::query::{self, RequestInfo};
 use crate::schema::define::{self, DefineError, build};
 use crate::schema::{Collection, Schema};
@@ -81,11 +82,9 @@ fn store_error(e: StoreError, message: &str) -> ApiError {
 
 pub(crate) async fn list(
     State(state): State<Shared>,
-    headers: HeaderMap,
+    _su: Superuser,
     RawQuery(raw): RawQuery,
 ) -> ApiResult<Response> {
-    let who = caller(&state, &headers).await;
-    require_superuser(&who)?;
     let q = query_map(raw.as_deref());
     let (page, per_page) = super::records::paging(&q, &state.cfg.limits)?;
     let skip_total = super::records::skip_total(&q)?;
@@ -137,10 +136,9 @@ pub(crate) async fn list(
 
 pub(crate) async fn view(
     State(state): State<Shared>,
-    headers: HeaderMap,
+    _su: Superuser,
     Path(key): Path<String>,
 ) -> ApiResult<Response> {
-    require_superuser(&caller(&state, &headers).await)?;
     let c = super::find_collection(&state, &key).ok_or_else(ApiError::not_found)?;
     Ok(ok_json(&c.to_api_json()))
 }
@@ -203,20 +201,20 @@ fn check_rules(schema: &Schema, c: &Collection, message: &str) -> Result<(), Api
 
 pub(crate) async fn create(
     State(state): State<Shared>,
+    _su: Superuser,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    require_superuser(&caller(&state, &headers).await)?;
     save(&state, &headers, body, None).await
 }
 
 pub(crate) async fn update(
     State(state): State<Shared>,
+    _su: Superuser,
     headers: HeaderMap,
     Path(key): Path<String>,
     body: Body,
 ) -> ApiResult<Response> {
-    require_superuser(&caller(&state, &headers).await)?;
     let old = super::find_collection(&state, &key).ok_or_else(ApiError::not_found)?;
     save(&state, &headers, body, Some(old)).await
 }
@@ -295,10 +293,9 @@ async fn save(
 
 pub(crate) async fn delete(
     State(state): State<Shared>,
-    headers: HeaderMap,
+    _su: Superuser,
     Path(key): Path<String>,
 ) -> ApiResult<Response> {
-    require_superuser(&caller(&state, &headers).await)?;
     let c = super::find_collection(&state, &key).ok_or_else(ApiError::not_found)?;
     if c.system {
         return Err(ApiError::new(
@@ -322,10 +319,9 @@ pub(crate) async fn delete(
 
 pub(crate) async fn truncate(
     State(state): State<Shared>,
-    headers: HeaderMap,
+    _su: Superuser,
     Path(key): Path<String>,
 ) -> ApiResult<Response> {
-    require_superuser(&caller(&state, &headers).await)?;
     let c = super::find_collection(&state, &key).ok_or_else(ApiError::not_found)?;
     if c.is_view() {
         return Err(ApiError::new(
@@ -354,11 +350,7 @@ pub(crate) async fn truncate(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-pub(crate) async fn scaffolds(
-    State(state): State<Shared>,
-    headers: HeaderMap,
-) -> ApiResult<Response> {
-    require_superuser(&caller(&state, &headers).await)?;
+pub(crate) async fn scaffolds(_su: Superuser) -> ApiResult<Response> {
     let empty = Schema::default();
     let mut out = Map::new();
     for kind in ["auth", "base", "view"] {
@@ -383,10 +375,10 @@ pub(crate) async fn scaffolds(
 
 pub(crate) async fn import(
     State(state): State<Shared>,
+    _su: Superuser,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    require_superuser(&caller(&state, &headers).await)?;
     let input = body_json(
         &state,
         &headers,

@@ -6,6 +6,7 @@ mod body;
 pub(crate) mod cache;
 mod collections;
 pub(crate) mod error;
+mod extract;
 mod health;
 mod plugin_routes;
 mod records;
@@ -20,7 +21,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use error::{ApiError, ApiResult};
+use error::ApiError;
 use serde_json::{Map, Value};
 use std::sync::Arc;
 
@@ -248,12 +249,4 @@ pub(crate) fn query_map(raw: Option<&str>) -> Map<String, Value> {
 
 pub(crate) fn ok_json(v: &Value) -> Response {
     error::json_response(StatusCode::OK, v)
-}
-
-pub(crate) fn require_superuser(caller: &Option<Caller>) -> ApiResult<()> {
-    match caller {
-        None => Err(ApiError::requires_auth()),
-        Some(c) if !c.is_superuser() => Err(ApiError::forbidden_record()),
-        Some(_) => Ok(()),
-    }
 }

@@ -1,7 +1,8 @@
 //! Plugin routes (the fallback below every native route), `/api/crons` and `/api/plugins`.
 
 use super::error::{ApiError, ApiResult};
-use super::{Shared, caller, not_routed, ok_json, require_superuser};
+use super::extract::Superuser;
+use super::{Shared, caller, not_routed, ok_json};
 use crate::plugins::RouteRequest;
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
@@ -78,12 +79,7 @@ pub(crate) async fn dispatch(State(state): State<Shared>, request: Request) -> R
 }
 
 /// `GET /api/crons`: the jobs plugins registered.
-pub(crate) async fn crons_list(
-    State(state): State<Shared>,
-    request: Request,
-) -> ApiResult<Response> {
-    let who = caller(&state, request.headers()).await;
-    require_superuser(&who)?;
+pub(crate) async fn crons_list(State(state): State<Shared>, _su: Superuser) -> ApiResult<Response> {
     let reg = state.plugins.registry();
     let list: Vec<Value> = reg
         .jobs
@@ -96,11 +92,9 @@ pub(crate) async fn crons_list(
 /// `POST /api/crons/{id}`: run a job now (in the background, as PocketBase does).
 pub(crate) async fn crons_run(
     State(state): State<Shared>,
+    _su: Superuser,
     Path(id): Path<String>,
-    request: Request,
 ) -> ApiResult<Response> {
-    let who = caller(&state, request.headers()).await;
-    require_superuser(&who)?;
     let reg = state.plugins.registry();
     let Some(job) = reg.jobs.iter().find(|j| j.id == id).cloned() else {
         return Err(ApiError::new(
@@ -118,8 +112,6 @@ pub(crate) async fn crons_run(
 }
 
 /// `GET /api/plugins`: what is loaded, what was refused, and the reload history.
-pub(crate) async fn report(State(state): State<Shared>, request: Request) -> ApiResult<Response> {
-    let who = caller(&state, request.headers()).await;
-    require_superuser(&who)?;
+pub(crate) async fn report(State(state): State<Shared>, _su: Superuser) -> ApiResult<Response> {
     Ok(ok_json(&state.plugins.report()))
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 use wasmtime::component::{HasSelf, Linker, Resource, ResourceTable};
-use wasmtime::{StoreLimits, StoreLimitsBuilder};
+use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 /// The call context a guest borrows: facts of the request and the deadline.
@@ -47,7 +47,7 @@ impl PluginEnv {
 pub(crate) struct HostState {
     pub env: Arc<PluginEnv>,
     pub table: ResourceTable,
-    pub limits: StoreLimits,
+    pub limits: MemoryCap,
     wasi: WasiCtx,
     pub deadline: Instant,
     kind: CallKind,
@@ -85,13 +85,16 @@ impl HostState {
         if !env.granted("clock") {
             b.wall_clock(FrozenClock).monotonic_clock(FrozenClock);
         }
-        let limits = StoreLimitsBuilder::new()
-            .memory_size(env.settings.memory)
-            .instances(64)
-            .tables(64)
-            .memories(8)
-            .trap_on_grow_failure(true)
-            .build();
+        let limits = MemoryCap {
+            inner: StoreLimitsBuilder::new()
+                .memory_size(env.settings.memory)
+                .instances(64)
+                .tables(64)
+                .memories(8)
+                .trap_on_grow_failure(true)
+                .build(),
+            reached: false,
+        };
         Self {
             env,
             table: ResourceTable::new(),
@@ -113,6 +116,7 @@ impl HostState {
         tx: Option<mpsc::UnboundedSender<TxOp>>,
     ) {
         self.kind = kind;
+        self.limits.reached = false;
         self.facts = facts;
         self.deadline = deadline;
         self.tx = tx;
@@ -128,6 +132,58 @@ impl HostState {
         let mut f = (*self.facts).clone();
         f.depth = f.depth.saturating_add(1);
         f
+    }
+}
+
+/// The store's limits, remembering whether the memory cap is what stopped a call (so a
+/// failure is told apart by this flag, not by the text of wasmtime's message).
+pub(crate) struct MemoryCap {
+    inner: StoreLimits,
+    /// A memory grow past the cap was refused during the current call.
+    pub reached: bool,
+}
+
+impl ResourceLimiter for MemoryCap {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let r = self.inner.memory_growing(current, desired, maximum);
+        if !matches!(r, Ok(true)) {
+            self.reached = true;
+        }
+        r
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.inner.memory_grow_failed(error)
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        self.inner.table_growing(current, desired, maximum)
+    }
+
+    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.inner.table_grow_failed(error)
+    }
+
+    fn instances(&self) -> usize {
+        self.inner.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.inner.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.inner.memories()
     }
 }
 

@@ -676,8 +676,10 @@ impl Loaded {
         let outer = budget + Duration::from_millis(250);
         let fut = run(&mut inst, call, ctx);
         let result = match tokio::time::timeout(outer, fut).await {
-            Ok(r) => r,
-            Err(_) => Err(wasmtime::Error::msg("host call outlived the budget")),
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(e)) => Err(classify(&e, &inst.store, budget)),
+            // Stuck in a host call past the budget (epochs only stop guest code).
+            Err(_) => Err(CallError::Timeout(budget)),
         };
         self.stats.calls.fetch_add(1, Ordering::Relaxed);
         match result {
@@ -687,9 +689,8 @@ impl Loaded {
                 self.give_back(inst);
                 Ok(reply)
             }
-            Err(e) => {
+            Err(err) => {
                 // A trapped instance is never reused: its memory may be mid-update.
-                let err = classify(&e, &inst.store, budget);
                 self.stats.failures.fetch_add(1, Ordering::Relaxed);
                 if let Ok(mut l) = self.stats.last_error.lock() {
                     *l = Some(format!("{}: {err}", crate::schema::ids::now()));
@@ -756,14 +757,10 @@ fn classify(e: &wasmtime::Error, store: &WStore<HostState>, budget: Duration) ->
     {
         return CallError::Timeout(budget);
     }
-    let msg = root_message(e);
-    if msg.contains("outlived the budget") {
-        return CallError::Timeout(budget);
-    }
-    if msg.contains("forcing trap when growing memory") {
+    if store.data().limits.reached {
         return CallError::OutOfMemory(store.data().env.settings.memory);
     }
-    CallError::Trap(msg)
+    CallError::Trap(root_message(e))
 }
 
 // ---- the typed entry points the registry and api use ----
