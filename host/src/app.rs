@@ -47,6 +47,17 @@ pub(crate) fn open_store(cfg: &Config) -> Result<Arc<Store>, String> {
         .map_err(|e| format!("opening {}: {e}", cfg.store.dir.display()))
 }
 
+/// The runtime a server runs on (the binary's and the in-process test server's).
+pub(crate) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        // JSON up to PocketBase's 10,000 levels is parsed, copied, compared and printed by
+        // recursive code on these threads; 2 MiB (the default) is not enough for that, and the
+        // extra reservation costs address space, not memory.
+        .thread_stack_size(crate::THREAD_STACK_BYTES)
+        .build()
+}
+
 /// Serve on `listener` until `shutdown` resolves, then drain in-flight requests (bounded by the
 /// configured grace period) and close the store, which checkpoints the WAL.
 pub(crate) async fn serve(

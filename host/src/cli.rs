@@ -109,13 +109,7 @@ fn try_run() -> anyhow::Result<()> {
 fn serve(cfg: Config) -> anyhow::Result<()> {
     let cfg = Arc::new(cfg);
     let store = app::open_store(&cfg).map_err(anyhow::Error::msg)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        // JSON up to PocketBase's 10,000 levels is parsed, copied, compared and printed by
-        // recursive code on these threads; 2 MiB (the default) is not enough for that, and the
-        // extra reservation costs address space, not memory.
-        .thread_stack_size(crate::THREAD_STACK_BYTES)
-        .build()?;
+    let rt = app::runtime()?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(&cfg.http.addr).await?;
         tracing::info!(addr = %listener.local_addr()?, dir = %cfg.store.dir.display(), "ferrobase serving");

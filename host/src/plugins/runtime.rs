@@ -197,10 +197,14 @@ impl Runtime {
             .precompile_component(bytes)
             .map_err(|e| format!("invalid component: {}", root_message(&e)))?;
         if std::fs::create_dir_all(&self.cache_dir).is_ok() {
-            // Write then rename: a reader never maps a half-written file.
+            // Write then rename: a reader never maps a half-written file. The temporary name is
+            // unique per write (two engines in one process may compile the same component at
+            // once; a shared name would let one truncate a file the other has mapped).
+            static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let tmp = self
                 .cache_dir
-                .join(format!("{key}.tmp{}", std::process::id()));
+                .join(format!("{key}.tmp{}-{n}", std::process::id()));
             // Compiled once: the machine code is loaded back from the cache file.
             if std::fs::write(&tmp, &compiled).is_ok()
                 && std::fs::rename(&tmp, &path).is_ok()

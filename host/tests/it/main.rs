@@ -1,0 +1,18 @@
+//! The integration suite as one test binary (one link, one process; `cargo test -p ferrobase`
+//! runs it). Servers run in-process on a pre-bound port (`common::Server::start`); the tests that
+//! need the process itself (SIGTERM and the WAL, memory use, the CLI, pb_data written by the
+//! reference) spawn the built binary. Tests that need the reference PocketBase, npm or the
+//! wasm32-wasip2 target skip with a one-line message when those are missing, unless
+//! `FERROBASE_TEST_ALL=1` (set by `scripts/test.sh`) makes a missing one a failure.
+
+mod common;
+
+mod cache;
+mod compat;
+mod differential;
+mod fuzz_corpus;
+mod http;
+mod plugins;
+mod query_snapshots;
+mod security;
+mod tidy;
