@@ -68,7 +68,7 @@ impl ApiError {
 
 impl From<QueryError> for ApiError {
     fn from(e: QueryError) -> Self {
-        tracing::info!(error = %e, "query refused");
+        tracing::debug!(error = %e, "query refused");
         match e {
             QueryError::Forbidden(what) => Self::new(
                 StatusCode::FORBIDDEN,
@@ -81,13 +81,18 @@ impl From<QueryError> for ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
-        tracing::error!(error = %e, "store error");
         match e {
             StoreError::Invalid(_)
             | StoreError::Denied(_)
             | StoreError::NotUnique(_)
-            | StoreError::RequiredRelation => Self::bad_request(),
-            _ => Self::internal(),
+            | StoreError::RequiredRelation => {
+                tracing::debug!(error = %e, "store refused");
+                Self::bad_request()
+            }
+            _ => {
+                tracing::error!(error = %e, "store error");
+                Self::internal()
+            }
         }
     }
 }
@@ -138,9 +143,8 @@ pub(crate) fn json_response(status: StatusCode, body: &Value) -> Response {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        if self.status.is_server_error() {
-            tracing::error!(status = self.status.as_u16(), message = %self.message, "request failed");
-        } else {
+        // A 5xx is logged by the request span (its cause where it arose): once each.
+        if !self.status.is_server_error() {
             tracing::debug!(status = self.status.as_u16(), message = %self.message, "request refused");
         }
         json_response(

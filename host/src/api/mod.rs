@@ -10,6 +10,7 @@ mod extract;
 mod health;
 mod plugin_routes;
 mod records;
+mod trace;
 
 use crate::auth::token;
 use crate::config::Config;
@@ -72,6 +73,7 @@ pub(crate) async fn caller(state: &AppState, headers: &HeaderMap) -> Option<Call
             && current.is_some_and(|c| Arc::ptr_eq(c, &e.caller.collection))
             && changes.unchanged_since(e.stamp, [e.table.as_str()])
         {
+            trace::note_caller(&e.caller);
             return Some(e.caller);
         }
         state.caches.tokens.remove(tok);
@@ -113,6 +115,7 @@ pub(crate) async fn caller(state: &AppState, headers: &HeaderMap) -> Option<Call
             0,
         );
     }
+    trace::note_caller(&caller);
     Some(caller)
 }
 
@@ -228,10 +231,12 @@ pub(crate) fn router(state: Shared) -> Router {
         .route("/api/crons/{id}", post(plugin_routes::crons_run))
         .route("/api/plugins", get(plugin_routes::report))
         .method_not_allowed_fallback(method_not_routed)
+        .route_layer(middleware::from_fn(trace::matched_route))
         // Below every native route: plugin routes, else PocketBase's not-found.
         .fallback(plugin_routes::dispatch)
         .with_state(state);
     api.layer(middleware::from_fn(common_headers))
+        .layer(middleware::from_fn(trace::request_span))
 }
 
 /// The collection a records route names, by id or name.

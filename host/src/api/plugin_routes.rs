@@ -22,6 +22,7 @@ pub(crate) async fn dispatch(State(state): State<Shared>, request: Request) -> R
     let Some((route, params)) = reg.route(parts.method.as_str(), parts.uri.path()) else {
         return not_routed(&parts.method).into_response();
     };
+    super::trace::note_route(&route.pattern);
     let who = caller(&state, &parts.headers).await;
     // Checked here, before any wasm runs.
     if route.require_auth && who.is_none() {
