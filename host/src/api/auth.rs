@@ -190,16 +190,14 @@ pub(crate) async fn with_password(
             identity_fields.retain(|f| f != "email");
         }
     }
-    let c2 = Arc::clone(&c);
-    let ident = identity.clone();
     let found = state
         .store
-        .read(move |conn| {
-            for name in identity_fields {
-                if c2.field(&name).is_none() {
+        .read(|conn| {
+            for name in &identity_fields {
+                if c.field(name).is_none() {
                     continue;
                 }
-                if let Some(row) = store_records::find_by(conn, &c2, &name, &ident)? {
+                if let Some(row) = store_records::find_by(conn, &c, name, &identity)? {
                     return Ok(Some(row));
                 }
             }

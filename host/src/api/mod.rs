@@ -89,11 +89,9 @@ pub(crate) async fn caller(state: &AppState, headers: &HeaderMap) -> Option<Call
         return None;
     }
     let secret = coll.token_secret("authToken")?.to_owned();
-    let c2 = Arc::clone(&coll);
-    let id = claims.id.clone();
     let row = state
         .store
-        .read(move |conn| store_records::get(conn, &c2, &id, None))
+        .read(|conn| store_records::get(conn, &coll, &claims.id, None))
         .await
         .ok()??;
     let token_key = coll.stored_text(&row, "tokenKey");

@@ -3,7 +3,8 @@
 
 use super::bindings::ferrobase::plugin::{config, context, db, http, kv, log, types};
 use super::convert::{FieldValue, PluginRecord, fields_to_json};
-use super::runtime::{CallKind, Runtime, Settings};
+use super::engine::Runtime;
+use super::instance::{CallKind, Settings};
 use super::{CallFacts, DbFailure};
 use crate::store::raw::SqlValue;
 use std::sync::Arc;

@@ -1,9 +1,12 @@
 //! Plugins: wasm components (WIT package `ferrobase:plugin@0.1.0`, `plugin-sdk/wit/`) that add
 //! record hooks, routes and cron jobs. The only module that names wasmtime.
 //!
-//! - `runtime`: one engine (Cranelift, pooling allocator, epoch interruption), compiled
-//!   components cached on disk by content hash, one `PluginPre` per loaded version, warm
-//!   instance pools, per-call memory cap and time budget.
+//! - `engine`: one engine (Cranelift, pooling allocator, epoch interruption), compiled
+//!   components cached on disk by content hash.
+//! - `instance`: one `PluginPre` per loaded version, warm instance pools, the call path with
+//!   its per-call memory cap and time budget, typed call errors.
+//! - `calls`: the typed entry points (hooks, events, routes, jobs); `dispatch`: where hooks run
+//!   (the in-transaction chain on the writer thread, the after-commit task).
 //! - `host`: what a plugin may import (context, db, log, config, kv, http), each checked
 //!   against the grants pb.toml gave it.
 //! - `registry`: the immutable dispatch tables built from the manifests; swapped whole.
@@ -13,15 +16,20 @@
 //! plugin bound that collection.
 
 mod bindings;
+mod calls;
 mod convert;
+mod dispatch;
+mod engine;
 mod host;
+mod instance;
 mod registry;
 mod reload;
-mod runtime;
 
+pub(crate) use calls::{Action, Change, HookOutcome, RouteRequest};
 pub(crate) use convert::{FieldValue, PluginRecord};
+pub(crate) use dispatch::run_in_transaction;
+pub(crate) use instance::Loaded;
 pub(crate) use registry::{HookSlots, Registry};
-pub(crate) use runtime::{Action, Change, HookOutcome, Loaded, RouteRequest, run_in_transaction};
 
 use crate::config::PluginsConfig;
 use crate::store::Store;
@@ -119,7 +127,7 @@ pub(crate) trait Services: Send + Sync + 'static {
 
 /// The plugin system of one server: runtime, current registry, reload state.
 pub(crate) struct Plugins {
-    rt: Arc<runtime::Runtime>,
+    rt: Arc<engine::Runtime>,
     registry: ArcSwap<Registry>,
     reload: reload::ReloadState,
 }
@@ -139,7 +147,7 @@ impl Plugins {
         } else {
             cfg.cache_dir.clone()
         };
-        let rt = runtime::Runtime::new(&cfg, cache, store)?;
+        let rt = engine::Runtime::new(&cfg, cache, store)?;
         let me = Arc::new(Self {
             rt,
             registry: ArcSwap::from_pointee(Registry::empty()),
@@ -162,7 +170,7 @@ impl Plugins {
     /// Run queued after-commit deliveries, the cron scheduler and (when on) the folder watcher
     /// until the process ends.
     pub(crate) fn spawn_background(self: &Arc<Self>) {
-        runtime::spawn_commit_dispatcher(Arc::clone(self));
+        dispatch::spawn_commit_dispatcher(Arc::clone(self));
         reload::spawn_scheduler(Arc::clone(self));
         reload::spawn_watcher(Arc::clone(self));
     }

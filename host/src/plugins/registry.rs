@@ -2,7 +2,7 @@
 //! Built whole from the loaded plugins and swapped in one store; never mutated.
 
 use super::bindings::exports::ferrobase::plugin::manifest::HookEvent;
-use super::runtime::Loaded;
+use super::instance::Loaded;
 use crate::schema::Schema;
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -2,8 +2,9 @@
 //! `/api/plugins` reports.
 
 use super::Plugins;
+use super::engine::Runtime;
+use super::instance::Loaded;
 use super::registry::Registry;
-use super::runtime::{Loaded, Runtime};
 use crate::config::{Config, PluginsConfig};
 use crate::schema::Schema;
 use chrono::Timelike;
@@ -34,7 +35,7 @@ pub(crate) struct ReloadState {
 }
 
 fn file_hash(bytes: &[u8]) -> String {
-    super::runtime::hex(&Sha256::digest(bytes)[..8])
+    super::engine::hex(&Sha256::digest(bytes)[..8])
 }
 
 impl ReloadState {

@@ -94,16 +94,15 @@ pub(crate) async fn page(
     skip_total: bool,
     expand: Option<(ExpandPaths, ExpandCtx)>,
 ) -> Result<Page> {
-    let c2 = Arc::clone(c);
     Ok(store
-        .read_snapshot(move |conn| {
+        .read_snapshot(|conn| {
             let offset = (page - 1) * per_page;
             let (rows, total) = if skip_total {
-                (store_records::list(conn, &c2, &sel, per_page, offset)?, -1)
+                (store_records::list(conn, c, &sel, per_page, offset)?, -1)
             } else {
-                store_records::page_and_total(conn, &c2, &sel, per_page, offset)?
+                store_records::page_and_total(conn, c, &sel, per_page, offset)?
             };
-            let expanded = run_expand(conn, &c2, &rows, expand.as_ref())?;
+            let expanded = run_expand(conn, c, &rows, expand.as_ref())?;
             Ok(Page {
                 rows,
                 expanded,
@@ -121,14 +120,13 @@ pub(crate) async fn view(
     rule: Option<Select>,
     expand: Option<(ExpandPaths, ExpandCtx)>,
 ) -> Result<(StoreRecord, Expanded)> {
-    let c2 = Arc::clone(c);
     store
-        .read(move |conn| {
-            let Some(row) = store_records::get(conn, &c2, &id, rule.as_ref())? else {
+        .read(|conn| {
+            let Some(row) = store_records::get(conn, c, &id, rule.as_ref())? else {
                 return Ok(None);
             };
             let rows = vec![row];
-            let e = run_expand(conn, &c2, &rows, expand.as_ref())?;
+            let e = run_expand(conn, c, &rows, expand.as_ref())?;
             Ok(rows.into_iter().zip(e).next())
         })
         .await?
@@ -145,11 +143,10 @@ pub(crate) async fn expand_written(
     let Some(e) = expand else {
         return Ok((row, None));
     };
-    let c2 = Arc::clone(c);
     store
-        .read(move |conn| {
+        .read(|conn| {
             let rows = vec![row];
-            let x = run_expand(conn, &c2, &rows, Some(&e))?;
+            let x = run_expand(conn, c, &rows, Some(&e))?;
             Ok(rows.into_iter().zip(x).next())
         })
         .await?

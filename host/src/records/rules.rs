@@ -88,9 +88,8 @@ pub(crate) async fn auth_rule_allows(
     let access = Access::request(Some(&who), "POST", "", &(), &empty, None);
     let sel = query::compile_rule(&store.schema(), c, &rule, access.info())?;
     let id = who.id();
-    let c2 = Arc::clone(c);
     let found = store
-        .read(move |conn| store_records::get(conn, &c2, &id, Some(&sel)))
+        .read(|conn| store_records::get(conn, c, &id, Some(&sel)))
         .await?;
     if found.is_some() {
         Ok(())

@@ -157,10 +157,9 @@ impl Services for RecordServices {
                 })?
             };
             let limit = i64::from(limit.clamp(1, 1000));
-            let c2 = Arc::clone(&c);
             let rows = records
                 .store
-                .read(move |conn| store_records::list(conn, &c2, &sel, limit, 0))
+                .read(|conn| store_records::list(conn, &c, &sel, limit, 0))
                 .await
                 .map_err(|e| DbFailure::Other(e.to_string()))?;
             Ok(rows
@@ -192,10 +191,9 @@ impl Services for RecordServices {
                     other => DbFailure::Invalid(other.to_string()),
                 })?
             };
-            let c2 = Arc::clone(&c);
             let row = records
                 .store
-                .read(move |conn| store_records::get(conn, &c2, &id, rule.as_ref()))
+                .read(|conn| store_records::get(conn, &c, &id, rule.as_ref()))
                 .await
                 .map_err(|e| DbFailure::Other(e.to_string()))?;
             Ok(row.map(|r| PluginRecord::from_stored(&c, &r)))

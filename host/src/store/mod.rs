@@ -534,8 +534,8 @@ impl Store {
     /// `read` inside one read transaction: every statement `f` runs sees the same snapshot.
     pub(crate) async fn read_snapshot<R, F>(&self, f: F) -> Result<R>
     where
-        F: FnOnce(Conn<'_>) -> Result<R> + Send + 'static,
-        R: Send + 'static,
+        F: FnOnce(Conn<'_>) -> Result<R> + Send,
+        R: Send,
     {
         self.read(move |conn| {
             let tx = conn.0.unchecked_transaction()?;
@@ -544,11 +544,12 @@ impl Store {
         .await
     }
 
-    /// Run `f` on a read-only connection from the pool, off the async runtime.
+    /// Run `f` on a read-only connection from the pool, on the calling worker (so `f` may borrow
+    /// from its caller).
     pub(crate) async fn read<R, F>(&self, f: F) -> Result<R>
     where
-        F: FnOnce(Conn<'_>) -> Result<R> + Send + 'static,
-        R: Send + 'static,
+        F: FnOnce(Conn<'_>) -> Result<R> + Send,
+        R: Send,
     {
         let permit = self
             .reader_permits

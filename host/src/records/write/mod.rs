@@ -325,11 +325,10 @@ impl<'a> Writer<'a> {
             RuleAction::Update,
             &with_body,
         )?;
-        let (c2, id2) = (Arc::clone(c), id.clone());
         let existing = self
             .records
             .store
-            .read(move |conn| store_records::get(conn, &c2, &id2, rule.as_ref()))
+            .read(|conn| store_records::get(conn, c, &id, rule.as_ref()))
             .await?
             .ok_or(RecordError::NotFound)?;
 
@@ -422,11 +421,10 @@ impl<'a> Writer<'a> {
         // With hooks, the record is read first: before-delete sees it (and may refuse).
         let mut pre = None;
         if let Some(s) = slots {
-            let (c2, id2, r2) = (Arc::clone(c), id.clone(), rule.clone());
             let current = self
                 .records
                 .store
-                .read(move |conn| store_records::get(conn, &c2, &id2, r2.as_ref()))
+                .read(|conn| store_records::get(conn, c, &id, rule.as_ref()))
                 .await?
                 .ok_or(RecordError::NotFound)?;
             let rec = PluginRecord::from_stored(c, &current);

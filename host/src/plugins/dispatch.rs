@@ -1,0 +1,85 @@
+//! Running hooks where they run: the in-transaction chain on the writer thread and the
+//! after-commit dispatcher task.
+
+use super::calls::{Action, Change, HookOutcome};
+use super::convert::PluginRecord;
+use super::host::TxOp;
+use super::instance::Loaded;
+use super::{CallFacts, Plugins};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// Run the in-transaction hooks of one write on the writer thread, with `db.execute` served on
+/// the write's own connection. The first rejection or failure stops the chain.
+pub(crate) fn run_in_transaction(
+    hooks: &[Arc<Loaded>],
+    facts: Arc<CallFacts>,
+    action: Action,
+    record: &PluginRecord,
+    conn: crate::store::Conn<'_>,
+) -> HookOutcome {
+    let Some(first) = hooks.first() else {
+        return HookOutcome::Proceed(Vec::new());
+    };
+    let handle = first.rt.handle.clone();
+    let (tx, mut rx) = mpsc::unbounded_channel::<TxOp>();
+    let calls = async move {
+        for h in hooks {
+            match h
+                .in_transaction(Arc::clone(&facts), action, record, tx.clone())
+                .await
+            {
+                HookOutcome::Proceed(_) => {}
+                other => return other,
+            }
+        }
+        HookOutcome::Proceed(Vec::new())
+    };
+    let serve = async {
+        while let Some(op) = rx.recv().await {
+            let r =
+                crate::store::raw::execute(conn, &op.sql, &op.params).map_err(|e| e.to_string());
+            let _ = op.reply.send(r);
+        }
+    };
+    handle.block_on(async move {
+        let (out, ()) = tokio::join!(calls, serve);
+        out
+    })
+}
+
+/// Deliver committed changes to after-commit hooks: one task, so every plugin sees them in
+/// commit order; whatever queued meanwhile goes in one call.
+pub(crate) fn spawn_commit_dispatcher(plugins: Arc<Plugins>) {
+    let Some(mut rx) = plugins.rt.commits_rx.lock().ok().and_then(|mut r| r.take()) else {
+        return;
+    };
+    tokio::spawn(async move {
+        while let Some(mut batch) = rx.recv().await {
+            while batch.len() < 256 {
+                match rx.try_recv() {
+                    Ok(more) => batch.extend(more),
+                    Err(_) => break,
+                }
+            }
+            let reg = plugins.registry();
+            let mut by_plugin: Vec<(Arc<Loaded>, Vec<Change>)> = Vec::new();
+            for c in batch {
+                let Some(slots) = reg.hooks(&c.collection_id) else {
+                    continue;
+                };
+                for h in &slots.after_commit {
+                    match by_plugin.iter_mut().find(|(p, _)| Arc::ptr_eq(p, h)) {
+                        Some((_, v)) => v.push(c.clone()),
+                        None => by_plugin.push((Arc::clone(h), vec![c.clone()])),
+                    }
+                }
+            }
+            for (p, changes) in by_plugin {
+                if let Err(e) = p.after_commit(&changes).await {
+                    tracing::warn!(plugin = %p.name(), error = %e, changes = changes.len(), "after-commit hook failed");
+                }
+            }
+        }
+    });
+}

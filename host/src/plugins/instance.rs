@@ -1,0 +1,503 @@
+//! A loaded plugin: its settings and manifest, its instance pool, and the one call path with
+//! its budgets, memory cap and error classification.
+
+use super::CallFacts;
+use super::bindings::exports::ferrobase::plugin::{
+    commit_events as ev, manifest as mf, record_hooks as rh, routes as rt, transaction_hooks as th,
+};
+use super::bindings::{Plugin, PluginPre};
+use super::engine::{Runtime, hex, root_message};
+use super::host::{CallCtx, HostState, PluginEnv, TxOp};
+use crate::config::{PluginEntry, PluginsConfig};
+use sha2::{Digest, Sha256};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{Semaphore, mpsc};
+use wasmtime::component::Resource;
+use wasmtime::{Store as WStore, UpdateDeadline};
+
+/// The limits one plugin runs under (pb.toml's `[plugins.<name>]` over `[plugins]`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Settings {
+    pub grants: Vec<String>,
+    pub http_allow: Vec<String>,
+    pub memory: usize,
+    pub hook_timeout: Duration,
+    pub in_tx_timeout: Duration,
+    pub route_timeout: Duration,
+    pub job_timeout: Duration,
+    pub max_instances: usize,
+    pub max_calls_per_instance: u64,
+    pub config: std::collections::BTreeMap<String, String>,
+}
+
+impl Settings {
+    pub(crate) fn resolve(cfg: &PluginsConfig, e: Option<&PluginEntry>, engine_max: usize) -> Self {
+        let d = PluginEntry::default();
+        let e = e.unwrap_or(&d);
+        let ms = |v: Option<u64>, dflt: u64| Duration::from_millis(v.unwrap_or(dflt));
+        Self {
+            grants: e
+                .grants
+                .clone()
+                .unwrap_or_else(|| cfg.default_grants.clone()),
+            http_allow: e.http_allow.clone(),
+            memory: usize::try_from(e.memory_mb.unwrap_or(cfg.memory_mb) << 20)
+                .unwrap_or(usize::MAX)
+                .min(engine_max),
+            hook_timeout: ms(e.hook_timeout_ms, cfg.hook_timeout_ms),
+            in_tx_timeout: ms(e.in_tx_timeout_ms, cfg.in_tx_timeout_ms),
+            route_timeout: ms(e.route_timeout_ms, cfg.route_timeout_ms),
+            job_timeout: ms(e.job_timeout_ms, cfg.job_timeout_ms),
+            max_instances: e.max_instances.unwrap_or(cfg.max_instances).max(1),
+            max_calls_per_instance: cfg.max_calls_per_instance.max(1),
+            config: e.config.clone(),
+        }
+    }
+}
+
+/// The manifest, as plain data.
+#[derive(Debug, Clone)]
+pub(crate) struct Manifest {
+    pub name: String,
+    pub version: String,
+    pub hooks: Vec<(String, Vec<mf::HookEvent>)>,
+    pub routes: Vec<mf::RouteBinding>,
+    pub jobs: Vec<mf::JobBinding>,
+    pub wants: Vec<String>,
+}
+
+/// A warm instance: its store (with its limits) and the typed exports.
+struct Inst {
+    pub(super) store: WStore<HostState>,
+    pub(super) plugin: Plugin,
+    pub(super) calls: u64,
+}
+
+/// One loaded version of one plugin file.
+pub(crate) struct Loaded {
+    pub file: PathBuf,
+    pub hash: String,
+    pub manifest: Manifest,
+    pub settings: Settings,
+    pub compile_ms: u128,
+    pub from_cache: bool,
+    pub loaded_at: String,
+    pub(super) rt: Arc<Runtime>,
+    pre: PluginPre<HostState>,
+    pub(super) env: Arc<PluginEnv>,
+    pool: Mutex<Vec<Inst>>,
+    pub(super) slots: Arc<Semaphore>,
+    /// Set when a newer version replaced this one: instances are dropped, not pooled.
+    retired: AtomicBool,
+    pub stats: CallStats,
+}
+
+#[derive(Default)]
+pub(crate) struct CallStats {
+    pub calls: AtomicU64,
+    pub failures: AtomicU64,
+    pub last_error: Mutex<Option<String>>,
+}
+
+/// What kind of call: decides the time budget and what the host API allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CallKind {
+    Describe,
+    BeforeHook,
+    InTransaction,
+    AfterCommit,
+    Route,
+    Job,
+}
+
+/// Why a call did not produce an answer.
+#[derive(Debug, Clone)]
+pub(crate) enum CallError {
+    /// Ran past its time budget.
+    Timeout(Duration),
+    /// Tried to grow memory past its cap.
+    OutOfMemory(usize),
+    /// Trapped, panicked, or returned something the host could not take.
+    Trap(String),
+    /// The runtime could not make an instance.
+    Unavailable(String),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Timeout(d) => write!(f, "stopped after its {} ms budget", d.as_millis()),
+            Self::OutOfMemory(m) => write!(f, "stopped at its memory cap of {} MiB", m >> 20),
+            Self::Trap(t) => write!(f, "trapped: {t}"),
+            Self::Unavailable(t) => write!(f, "unavailable: {t}"),
+        }
+    }
+}
+
+/// A call's arguments.
+pub(super) enum Call<'a> {
+    Describe,
+    BeforeCreate(&'a rh::RecordData),
+    BeforeUpdate(&'a rh::RecordData, &'a rh::RecordData),
+    BeforeDelete(&'a rh::RecordData),
+    InTx(th::Action, &'a th::RecordData),
+    AfterCommit(&'a [ev::Change]),
+    Route(&'a rt::HttpRequest),
+    Job(&'a str, u64),
+}
+
+pub(super) enum Reply {
+    Manifest(mf::Manifest),
+    Verdict(Result<rh::Verdict, rh::Rejection>),
+    Unit(Result<(), rh::Rejection>),
+    Event(Result<(), String>),
+    Response(rt::HttpResponse),
+}
+
+impl Loaded {
+    /// Instantiate the component once, ask its manifest and keep the instance warm.
+    pub(crate) async fn load(
+        rt: &Arc<Runtime>,
+        file: PathBuf,
+        bytes: Vec<u8>,
+        cfg: &PluginsConfig,
+    ) -> Result<Arc<Self>, String> {
+        let started = Instant::now();
+        let hash = hex(&Sha256::digest(&bytes)[..8]);
+        let rt2 = Arc::clone(rt);
+        let (component, from_cache) = tokio::task::spawn_blocking(move || rt2.compile(&bytes))
+            .await
+            .map_err(|e| e.to_string())??;
+        let compile_ms = started.elapsed().as_millis();
+        let pre = rt.linker.instantiate_pre(&component).map_err(|e| {
+            format!(
+                "not a ferrobase:plugin@0.1.0 component: {}",
+                root_message(&e)
+            )
+        })?;
+        let pre = PluginPre::new(pre).map_err(|e| {
+            format!(
+                "not a ferrobase:plugin@0.1.0 component: {}",
+                root_message(&e)
+            )
+        })?;
+        // The name comes from the manifest, so the section in pb.toml is found after describe;
+        // describe itself runs under the defaults and may not call the host.
+        let stem = file
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let boot = Settings::resolve(cfg, cfg.each.get(&stem), rt.max_memory);
+        let env = Arc::new(PluginEnv::new(stem.clone(), boot.clone(), Arc::clone(rt)));
+        let mut probe = Self {
+            file,
+            hash,
+            manifest: Manifest {
+                name: stem,
+                version: String::new(),
+                hooks: Vec::new(),
+                routes: Vec::new(),
+                jobs: Vec::new(),
+                wants: Vec::new(),
+            },
+            settings: boot,
+            compile_ms,
+            from_cache,
+            loaded_at: crate::schema::ids::now(),
+            rt: Arc::clone(rt),
+            pre,
+            env,
+            pool: Mutex::new(Vec::new()),
+            slots: Arc::new(Semaphore::new(1)),
+            retired: AtomicBool::new(false),
+            stats: CallStats::default(),
+        };
+        let m = match probe
+            .call(Call::Describe, Arc::new(CallFacts::default()), None)
+            .await
+            .map_err(|e| format!("describe failed: {e}"))?
+        {
+            Reply::Manifest(m) => m,
+            _ => return Err("describe returned something else".into()),
+        };
+        let manifest = Manifest {
+            name: m.name,
+            version: m.version,
+            hooks: m
+                .hooks
+                .into_iter()
+                .map(|h| (h.collection, h.events))
+                .collect(),
+            routes: m.routes,
+            jobs: m.jobs,
+            wants: m.wants,
+        };
+        if manifest.name.is_empty()
+            || !manifest
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(format!(
+                "manifest name {:?} must be non-empty letters, digits, - and _",
+                manifest.name
+            ));
+        }
+        if cfg.each.get(&manifest.name).and_then(|e| e.enabled) == Some(false) {
+            return Err(format!(
+                "disabled in pb.toml ([plugins.{}] enabled = false)",
+                manifest.name
+            ));
+        }
+        let settings = Settings::resolve(cfg, cfg.each.get(&manifest.name), rt.max_memory);
+        for want in &manifest.wants {
+            if !settings.grants.iter().any(|g| g == want) {
+                return Err(format!(
+                    "wants {want:?}, which pb.toml does not grant (add it to [plugins.{}] grants)",
+                    manifest.name
+                ));
+            }
+            if !matches!(
+                want.as_str(),
+                "db:read" | "db:write" | "kv" | "http" | "clock"
+            ) {
+                return Err(format!("wants unknown capability {want:?}"));
+            }
+        }
+        // The describe instance ran under boot settings: start the pool afresh.
+        probe.pool.lock().map(|mut p| p.clear()).ok();
+        probe.env = Arc::new(PluginEnv::new(
+            manifest.name.clone(),
+            settings.clone(),
+            Arc::clone(rt),
+        ));
+        probe.slots = Arc::new(Semaphore::new(settings.max_instances));
+        probe.manifest = manifest;
+        probe.settings = settings;
+        let me = Arc::new(probe);
+        // Warm one instance now, so the first request does not pay for instantiation.
+        if let Ok(inst) = me.instantiate().await {
+            me.give_back(inst);
+        }
+        Ok(me)
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.manifest.name
+    }
+
+    pub(crate) fn retire(&self) {
+        self.retired.store(true, Ordering::Relaxed);
+        if let Ok(mut p) = self.pool.lock() {
+            p.clear();
+        }
+    }
+
+    async fn instantiate(&self) -> Result<Inst, CallError> {
+        let _ticking = self.rt.running();
+        let state = HostState::new(Arc::clone(&self.env));
+        let mut store = WStore::new(&self.rt.engine, state);
+        store.limiter(|s| &mut s.limits);
+        store.epoch_deadline_callback(|ctx| {
+            if Instant::now() >= ctx.data().deadline {
+                Ok(UpdateDeadline::Interrupt)
+            } else {
+                // Give the executor a turn every tick: a long call never holds a worker.
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+        store.data_mut().deadline = Instant::now() + Duration::from_secs(30);
+        store.set_epoch_deadline(1);
+        let plugin = self
+            .pre
+            .instantiate_async(&mut store)
+            .await
+            .map_err(|e| classify(&e, &store, Duration::from_secs(30)))?;
+        Ok(Inst {
+            store,
+            plugin,
+            calls: 0,
+        })
+    }
+
+    fn give_back(&self, inst: Inst) {
+        if self.retired.load(Ordering::Relaxed)
+            || inst.calls >= self.settings.max_calls_per_instance
+        {
+            return;
+        }
+        if let Ok(mut p) = self.pool.lock()
+            && p.len() < self.settings.max_instances
+        {
+            p.push(inst);
+        }
+    }
+
+    pub(super) fn budget(&self, kind: CallKind) -> Duration {
+        match kind {
+            CallKind::Describe => Duration::from_secs(10),
+            CallKind::BeforeHook => self.settings.hook_timeout,
+            CallKind::InTransaction => self.settings.in_tx_timeout,
+            CallKind::AfterCommit | CallKind::Job => self.settings.job_timeout,
+            CallKind::Route => self.settings.route_timeout,
+        }
+    }
+
+    /// One call into the plugin, within its budget, on a warm instance when one is free.
+    /// Nested calls (a hook run for a plugin's own write) and in-transaction calls skip the
+    /// queues: waiting there could wait on the very call that is waiting for them.
+    pub(super) async fn call(
+        &self,
+        call: Call<'_>,
+        facts: Arc<CallFacts>,
+        tx: Option<mpsc::UnboundedSender<TxOp>>,
+    ) -> Result<Reply, CallError> {
+        let kind = match &call {
+            Call::Describe => CallKind::Describe,
+            Call::BeforeCreate(_) | Call::BeforeUpdate(..) | Call::BeforeDelete(_) => {
+                CallKind::BeforeHook
+            }
+            Call::InTx(..) => CallKind::InTransaction,
+            Call::AfterCommit(_) => CallKind::AfterCommit,
+            Call::Route(_) => CallKind::Route,
+            Call::Job(..) => CallKind::Job,
+        };
+        let _ticking = self.rt.running();
+        let queued = facts.depth == 0 && kind != CallKind::InTransaction;
+        let _global = if queued {
+            Some(
+                Arc::clone(&self.rt.permits)
+                    .acquire_owned()
+                    .await
+                    .map_err(|_| CallError::Unavailable("shutting down".into()))?,
+            )
+        } else {
+            None
+        };
+        let _slot = if queued {
+            Some(
+                Arc::clone(&self.slots)
+                    .acquire_owned()
+                    .await
+                    .map_err(|_| CallError::Unavailable("shutting down".into()))?,
+            )
+        } else {
+            None
+        };
+        let pooled = self.pool.lock().ok().and_then(|mut p| p.pop());
+        let mut inst = match pooled {
+            Some(i) => i,
+            None => self.instantiate().await?,
+        };
+        let budget = self.budget(kind);
+        let started = Instant::now();
+        let deadline = started + budget;
+        let call_id = self.rt.next_call_id();
+        {
+            let d = inst.store.data_mut();
+            d.begin(kind, Arc::clone(&facts), deadline, call_id, tx);
+        }
+        inst.store.set_epoch_deadline(1);
+        let ctx = inst
+            .store
+            .data_mut()
+            .table
+            .push(CallCtx {
+                id: call_id,
+                facts,
+                deadline,
+            })
+            .map_err(|e| CallError::Unavailable(e.to_string()))?;
+        // Epochs stop guest code; this also bounds time spent waiting in host calls.
+        let outer = budget + Duration::from_millis(250);
+        let fut = run(&mut inst, call, ctx);
+        let result = match tokio::time::timeout(outer, fut).await {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(e)) => Err(classify(&e, &inst.store, budget)),
+            // Stuck in a host call past the budget (epochs only stop guest code).
+            Err(_) => Err(CallError::Timeout(budget)),
+        };
+        self.stats.calls.fetch_add(1, Ordering::Relaxed);
+        match result {
+            Ok(reply) => {
+                inst.calls += 1;
+                inst.store.data_mut().end();
+                self.give_back(inst);
+                Ok(reply)
+            }
+            Err(err) => {
+                // A trapped instance is never reused: its memory may be mid-update.
+                self.stats.failures.fetch_add(1, Ordering::Relaxed);
+                if let Ok(mut l) = self.stats.last_error.lock() {
+                    *l = Some(format!("{}: {err}", crate::schema::ids::now()));
+                }
+                tracing::warn!(plugin = %self.manifest.name, kind = ?kind, error = %err, elapsed_ms = started.elapsed().as_millis() as u64, "plugin call failed");
+                Err(err)
+            }
+        }
+    }
+}
+
+async fn run(inst: &mut Inst, call: Call<'_>, ctx: Resource<CallCtx>) -> wasmtime::Result<Reply> {
+    let s = &mut inst.store;
+    let p = &inst.plugin;
+    // The guest borrows the host's table entry for the length of the call.
+    let lent = Resource::new_borrow(ctx.rep());
+    let reply = match call {
+        Call::Describe => {
+            Reply::Manifest(p.ferrobase_plugin_manifest().call_describe(&mut *s).await?)
+        }
+        Call::BeforeCreate(r) => Reply::Verdict(
+            p.ferrobase_plugin_record_hooks()
+                .call_before_create(&mut *s, lent, r)
+                .await?,
+        ),
+        Call::BeforeUpdate(cur, new) => Reply::Verdict(
+            p.ferrobase_plugin_record_hooks()
+                .call_before_update(&mut *s, lent, cur, new)
+                .await?,
+        ),
+        Call::BeforeDelete(r) => Reply::Unit(
+            p.ferrobase_plugin_record_hooks()
+                .call_before_delete(&mut *s, lent, r)
+                .await?,
+        ),
+        Call::InTx(a, r) => Reply::Unit(
+            p.ferrobase_plugin_transaction_hooks()
+                .call_in_transaction(&mut *s, lent, a, r)
+                .await?,
+        ),
+        Call::AfterCommit(changes) => Reply::Event(
+            p.ferrobase_plugin_commit_events()
+                .call_after_commit(&mut *s, changes)
+                .await?,
+        ),
+        Call::Route(req) => Reply::Response(
+            p.ferrobase_plugin_routes()
+                .call_handle(&mut *s, lent, req)
+                .await?,
+        ),
+        Call::Job(name, at) => Reply::Event(
+            p.ferrobase_plugin_jobs()
+                .call_run(&mut *s, lent, name, at)
+                .await?,
+        ),
+    };
+    let _ = s.data_mut().table.delete(ctx);
+    Ok(reply)
+}
+
+fn classify(e: &wasmtime::Error, store: &WStore<HostState>, budget: Duration) -> CallError {
+    if let Some(t) = e.downcast_ref::<wasmtime::Trap>()
+        && *t == wasmtime::Trap::Interrupt
+    {
+        return CallError::Timeout(budget);
+    }
+    if store.data().limits.reached {
+        return CallError::OutOfMemory(store.data().env.settings.memory);
+    }
+    CallError::Trap(root_message(e))
+}
