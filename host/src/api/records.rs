@@ -15,9 +15,9 @@ use crate::records::{self, Access, Action, Gate, Writer, read};
 use crate::schema::value;
 use crate::schema::{Collection, Schema};
 use crate::store::StoreRecord;
-use axum::Extension;
 use axum::body::Body;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -75,7 +75,7 @@ fn shape(
 
 /// The parts of a GET the read handlers use, borrowed from the request (no copies of the
 /// header map or the query string on the hot path).
-fn get_parts(request: &axum::extract::Request) -> (&Method, &str, &HeaderMap, Option<&str>) {
+fn get_parts(request: &Request) -> (&Method, &str, &HeaderMap, Option<&str>) {
     (
         request.method(),
         request.uri().path(),
@@ -87,7 +87,7 @@ fn get_parts(request: &axum::extract::Request) -> (&Method, &str, &HeaderMap, Op
 pub(crate) async fn list(
     State(state): State<Shared>,
     Path(key): Path<String>,
-    request: axum::extract::Request,
+    request: Request,
 ) -> ApiResult<Response> {
     let (method, path, headers, raw) = get_parts(&request);
     // Taken before anything is read: a cached answer built from these reads is valid only while
@@ -261,7 +261,7 @@ fn json_bytes(body: Bytes) -> Response {
 pub(crate) async fn view(
     State(state): State<Shared>,
     Path((key, id)): Path<(String, String)>,
-    request: axum::extract::Request,
+    request: Request,
 ) -> ApiResult<Response> {
     let (method, path, headers, raw) = get_parts(&request);
     let stamp = state.store.changes().stamp();
@@ -320,12 +320,11 @@ struct WriteRequest {
 async fn write_request(
     state: &Shared,
     key: &str,
-    method: &Method,
-    headers: &HeaderMap,
-    raw: Option<&str>,
+    head: &Parts,
     body: Body,
     action: Action,
 ) -> ApiResult<WriteRequest> {
+    let (method, headers, raw) = (&head.method, &head.headers, head.uri.query());
     // PocketBase words the unknown collection of a write this way, for create and update alike.
     let c = collection_in(
         &state.store.schema(),
@@ -365,82 +364,54 @@ async fn write_request(
     })
 }
 
-fn remote_ip(peer: &Option<Extension<Peer>>) -> Option<String> {
-    peer.as_ref().map(|Extension(Peer(a))| a.ip().to_string())
+/// The client's address, as the connection layer recorded it.
+fn remote_ip(head: &Parts) -> Option<String> {
+    head.extensions
+        .get::<Peer>()
+        .map(|Peer(a)| a.ip().to_string())
 }
 
-#[allow(
-    clippy::too_many_arguments,
-    reason = "an axum handler: one argument per extractor"
-)]
+/// The access of a write request: its caller and its facts, borrowed from the head.
+fn write_access<'a>(
+    head: &'a Parts,
+    who: Option<&'a Caller>,
+    q: &'a Map<String, Value>,
+    ip: Option<&'a str>,
+) -> Access<'a> {
+    Access::request(
+        who,
+        head.method.as_str(),
+        head.uri.path(),
+        &head.headers,
+        q,
+        ip,
+    )
+}
+
 pub(crate) async fn create(
     State(state): State<Shared>,
     Path(key): Path<String>,
-    method: Method,
-    uri: axum::http::Uri,
-    peer: Option<Extension<Peer>>,
-    headers: HeaderMap,
-    RawQuery(raw): RawQuery,
-    body: Body,
+    request: Request,
 ) -> ApiResult<Response> {
-    let w = write_request(
-        &state,
-        &key,
-        &method,
-        &headers,
-        raw.as_deref(),
-        body,
-        Action::Create,
-    )
-    .await?;
-    let ip = remote_ip(&peer);
-    let access = Access::request(
-        w.who.as_ref(),
-        method.as_str(),
-        uri.path(),
-        &headers,
-        &w.q,
-        ip.as_deref(),
-    );
+    let (head, body) = request.into_parts();
+    let w = write_request(&state, &key, &head, body, Action::Create).await?;
+    let ip = remote_ip(&head);
+    let access = write_access(&head, w.who.as_ref(), &w.q, ip.as_deref());
     let saved = Writer::new(&state.records, &access)
         .create(&w.c, &w.data)
         .await?;
     respond_written(&state, &w.c, saved, &access, &w.q, &w.fields).await
 }
 
-#[allow(
-    clippy::too_many_arguments,
-    reason = "an axum handler: one argument per extractor"
-)]
 pub(crate) async fn update(
     State(state): State<Shared>,
     Path((key, id)): Path<(String, String)>,
-    method: Method,
-    uri: axum::http::Uri,
-    peer: Option<Extension<Peer>>,
-    headers: HeaderMap,
-    RawQuery(raw): RawQuery,
-    body: Body,
+    request: Request,
 ) -> ApiResult<Response> {
-    let w = write_request(
-        &state,
-        &key,
-        &method,
-        &headers,
-        raw.as_deref(),
-        body,
-        Action::Update,
-    )
-    .await?;
-    let ip = remote_ip(&peer);
-    let access = Access::request(
-        w.who.as_ref(),
-        method.as_str(),
-        uri.path(),
-        &headers,
-        &w.q,
-        ip.as_deref(),
-    );
+    let (head, body) = request.into_parts();
+    let w = write_request(&state, &key, &head, body, Action::Update).await?;
+    let ip = remote_ip(&head);
+    let access = write_access(&head, w.who.as_ref(), &w.q, ip.as_deref());
     let saved = Writer::new(&state.records, &access)
         .update(&w.c, id, &w.data)
         .await?;
@@ -471,24 +442,14 @@ async fn respond_written(
 pub(crate) async fn delete(
     State(state): State<Shared>,
     Path((key, id)): Path<(String, String)>,
-    method: Method,
-    uri: axum::http::Uri,
-    peer: Option<Extension<Peer>>,
-    headers: HeaderMap,
-    RawQuery(raw): RawQuery,
+    request: Request,
 ) -> ApiResult<Response> {
+    let head = request.into_parts().0;
     let c = collection_in(&state.store.schema(), &key, MSG_MISSING_COLLECTION)?;
-    let who = caller(&state, &headers).await;
-    let q = query_map(raw.as_deref());
-    let ip = remote_ip(&peer);
-    let access = Access::request(
-        who.as_ref(),
-        method.as_str(),
-        uri.path(),
-        &headers,
-        &q,
-        ip.as_deref(),
-    );
+    let who = caller(&state, &head.headers).await;
+    let q = query_map(head.uri.query());
+    let ip = remote_ip(&head);
+    let access = write_access(&head, who.as_ref(), &q, ip.as_deref());
     Writer::new(&state.records, &access).delete(&c, id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -77,3 +77,6 @@ impl RecordError {
 }
 
 pub(crate) type Result<T> = std::result::Result<T, RecordError>;
+
+#[cfg(test)]
+mod tests;
