@@ -177,10 +177,7 @@ pub(crate) async fn with_password(
         .filter(|s| !s.is_empty())
     {
         if !identity_fields.iter().any(|f| f == wanted) {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "Failed to authenticate.",
-            ));
+            return Err(ApiError::bad("Failed to authenticate."));
         }
         identity_fields = vec![wanted.to_owned()];
     } else {
@@ -204,7 +201,7 @@ pub(crate) async fn with_password(
             Ok(None)
         })
         .await?;
-    let fail = || ApiError::new(StatusCode::BAD_REQUEST, "Failed to authenticate.");
+    let fail = || ApiError::bad("Failed to authenticate.");
     let Some(row) = found else {
         let _ = tokio::task::spawn_blocking(move || password::dummy_verify(&pass)).await;
         return Err(fail());
@@ -290,8 +287,5 @@ pub(crate) async fn not_built(
         );
     }
     tracing::info!(action, "auth flow not built yet");
-    ApiError::new(
-        StatusCode::BAD_REQUEST,
-        "This authentication flow is not supported by this server yet.",
-    )
+    ApiError::bad("This authentication flow is not supported by this server yet.")
 }

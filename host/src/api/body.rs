@@ -4,7 +4,7 @@
 use super::error::ApiError;
 use crate::schema::value::parse_json_body;
 use axum::body::Body;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, header};
 use serde_json::{Map, Value};
 
 /// Read the whole body, refusing (413) as soon as it passes `limit` bytes.
@@ -67,8 +67,8 @@ impl BindError {
     pub(crate) fn answer(self, unsupported: &str, malformed: &str) -> ApiError {
         match self {
             Self::TooLarge => ApiError::too_large(),
-            Self::Unsupported => ApiError::new(StatusCode::BAD_REQUEST, unsupported),
-            Self::Malformed => ApiError::new(StatusCode::BAD_REQUEST, malformed),
+            Self::Unsupported => ApiError::bad(unsupported),
+            Self::Malformed => ApiError::bad(malformed),
         }
     }
 }

@@ -29,15 +29,10 @@ fn define_error(e: DefineError, message: &str) -> ApiError {
     match e {
         DefineError::BadFormat(why) => {
             tracing::info!(why, "collection body refused");
-            ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "Failed to load the submitted data due to invalid formatting.",
-            )
+            ApiError::bad("Failed to load the submitted data due to invalid formatting.")
         }
         DefineError::Invalid(data) => ApiError::with_data(StatusCode::BAD_REQUEST, message, data),
-        DefineError::Refused(why) => {
-            ApiError::new(StatusCode::BAD_REQUEST, format!("{message} {why}"))
-        }
+        DefineError::Refused(why) => ApiError::bad(format!("{message} {why}")),
     }
 }
 
@@ -298,16 +293,12 @@ pub(crate) async fn delete(
 ) -> ApiResult<Response> {
     let c = super::find_collection(&state, &key).ok_or_else(ApiError::not_found)?;
     if c.system {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "Failed to delete collection.",
-        ));
+        return Err(ApiError::bad("Failed to delete collection."));
     }
     if let Some(other) = ddl::referenced_by(&state.store.schema(), &c) {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!("Failed to delete collection probably due to existing reference in {other}."),
-        ));
+        return Err(ApiError::bad(format!(
+            "Failed to delete collection probably due to existing reference in {other}."
+        )));
     }
     state
         .store
@@ -324,10 +315,7 @@ pub(crate) async fn truncate(
 ) -> ApiResult<Response> {
     let c = super::find_collection(&state, &key).ok_or_else(ApiError::not_found)?;
     if c.is_view() {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "Failed to truncate collection.",
-        ));
+        return Err(ApiError::bad("Failed to truncate collection."));
     }
     let schema = state.store.schema();
     state
@@ -340,9 +328,7 @@ pub(crate) async fn truncate(
         })
         .await
         .map_err(|e| match e {
-            StoreError::RequiredRelation => ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "Failed to truncate collection (most likely due to required cascade delete record references).",
+            StoreError::RequiredRelation => ApiError::bad("Failed to truncate collection (most likely due to required cascade delete record references).",
             ),
             other => other.into(),
         })?;

@@ -43,6 +43,10 @@ impl ApiError {
             data,
         }
     }
+    /// A 400 with its own message.
+    pub(crate) fn bad(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, message)
+    }
     pub(crate) fn bad_request() -> Self {
         Self::new(StatusCode::BAD_REQUEST, MSG_BAD_REQUEST)
     }

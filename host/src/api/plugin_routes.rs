@@ -74,7 +74,7 @@ pub(crate) async fn dispatch(State(state): State<Shared>, request: Request) -> R
         }
         Err(e) => {
             tracing::warn!(plugin = %route.plugin.name(), route = %route.pattern, error = %e, "plugin route failed");
-            ApiError::new(StatusCode::BAD_REQUEST, MSG_ROUTE_FAILED).into_response()
+            ApiError::bad(MSG_ROUTE_FAILED).into_response()
         }
     }
 }

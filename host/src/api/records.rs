@@ -299,10 +299,7 @@ pub(crate) async fn view(
 fn check_files(parsed: &body::Parsed) -> ApiResult<()> {
     if parsed.has_files {
         // Storing uploads is a later issue; refusing beats accepting and dropping the bytes.
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "File uploads are not supported yet.",
-        ));
+        return Err(ApiError::bad("File uploads are not supported yet."));
     }
     Ok(())
 }
@@ -332,10 +329,7 @@ async fn write_request(
         "Missing or invalid collection context.",
     )?;
     if c.is_view() {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "Unsupported collection type.",
-        ));
+        return Err(ApiError::bad("Unsupported collection type."));
     }
     let who = caller(state, headers).await;
     // A `null` rule refuses before the body is read.
