@@ -117,17 +117,19 @@ pub(crate) async fn caller(state: &AppState, headers: &HeaderMap) -> Option<Call
     Some(caller)
 }
 
-/// Security and CORS headers PocketBase sends on every response; preflights end here.
+/// Security and CORS headers PocketBase sends on every response; preflights end here. The one
+/// middleware around every request: it also runs the request in its span (`trace.rs`).
 async fn common_headers(req: Request, next: Next) -> Response {
     let preflight = req.method() == Method::OPTIONS;
     let req_headers = req
         .headers()
         .get(header::ACCESS_CONTROL_REQUEST_HEADERS)
         .cloned();
+    let (method, uri) = (req.method().clone(), req.uri().clone());
     let mut res = if preflight {
         StatusCode::NO_CONTENT.into_response()
     } else {
-        next.run(req).await
+        trace::traced(method, uri, next.run(req)).await
     };
     let h = res.headers_mut();
     h.insert(
@@ -229,12 +231,11 @@ pub(crate) fn router(state: Shared) -> Router {
         .route("/api/crons/{id}", post(plugin_routes::crons_run))
         .route("/api/plugins", get(plugin_routes::report))
         .method_not_allowed_fallback(method_not_routed)
-        .route_layer(middleware::from_fn(trace::matched_route))
+        .route_layer(trace::note_routes())
         // Below every native route: plugin routes, else PocketBase's not-found.
         .fallback(plugin_routes::dispatch)
         .with_state(state);
     api.layer(middleware::from_fn(common_headers))
-        .layer(middleware::from_fn(trace::request_span))
 }
 
 /// The collection a records route names, by id or name.

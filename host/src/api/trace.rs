@@ -1,18 +1,23 @@
 //! One tracing span per request: method, matched route, caller kind, status and duration. At
 //! debug level every request ends with a line inside its span; a 5xx is logged at error level
 //! whatever the level, with its method and path (its cause was logged once, where it arose).
+//! Below debug level a request pays for none of it beyond one level check.
 
 use axum::extract::{MatchedPath, Request};
-use axum::middleware::Next;
+use axum::http::{Method, Uri};
 use axum::response::Response;
+use std::future::Future;
+use std::task::{Context, Poll};
 use std::time::Instant;
 use tracing::Instrument;
 use tracing::field::Empty;
 
-/// The outermost layer: opens the span and closes it with the status and the duration.
-pub(super) async fn request_span(req: Request, next: Next) -> Response {
-    let method = req.method().clone();
-    let uri = req.uri().clone();
+/// Run one request's handling (`handled`) inside its span.
+pub(super) async fn traced(
+    method: Method,
+    uri: Uri,
+    handled: impl Future<Output = Response>,
+) -> Response {
     let span = tracing::debug_span!(
         "request",
         method = %method,
@@ -21,27 +26,28 @@ pub(super) async fn request_span(req: Request, next: Next) -> Response {
         status = Empty,
         us = Empty
     );
+    if span.is_disabled() {
+        let res = handled.await;
+        if res.status().is_server_error() {
+            let status = res.status().as_u16();
+            tracing::error!(%method, path = uri.path(), status, "request failed");
+        }
+        return res;
+    }
     let started = Instant::now();
-    let res = next.run(req).instrument(span.clone()).await;
+    let res = handled.instrument(span.clone()).await;
     let status = res.status().as_u16();
-    if res.status().is_server_error() {
-        span.in_scope(|| tracing::error!(%method, path = uri.path(), status, "request failed"));
-    }
-    if !span.is_disabled() {
-        let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-        span.record("status", status);
-        span.record("us", us);
-        span.in_scope(|| tracing::debug!("done"));
-    }
+    let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    span.record("status", status);
+    span.record("us", us);
+    span.in_scope(|| {
+        if res.status().is_server_error() {
+            tracing::error!(path = uri.path(), "request failed");
+        } else {
+            tracing::debug!("done");
+        }
+    });
     res
-}
-
-/// A route layer: names the matched route in the request's span.
-pub(super) async fn matched_route(req: Request, next: Next) -> Response {
-    if let Some(p) = req.extensions().get::<MatchedPath>() {
-        note_route(p.as_str());
-    }
-    next.run(req).await
 }
 
 /// Name the route of the current request (a plugin route names its pattern).
@@ -61,5 +67,38 @@ pub(crate) fn note_caller(caller: &crate::records::Caller) {
             format!("auth:{}", caller.collection.name)
         };
         tracing::Span::current().record("caller", kind);
+    }
+}
+
+/// The route layer that names the matched route in the request's span. A plain service (no
+/// boxed future per request, as `middleware::from_fn` would cost): it only looks at the
+/// request when debug logging is on.
+#[derive(Clone)]
+pub(super) struct NoteRoute<S>(S);
+
+/// `Router::route_layer(trace::note_routes())`.
+pub(super) fn note_routes<S>() -> impl tower_layer::Layer<S, Service = NoteRoute<S>> + Clone {
+    tower_layer::layer_fn(NoteRoute)
+}
+
+impl<S> tower_service::Service<Request> for NoteRoute<S>
+where
+    S: tower_service::Service<Request>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        if tracing::enabled!(tracing::Level::DEBUG)
+            && let Some(p) = req.extensions().get::<MatchedPath>()
+        {
+            note_route(p.as_str());
+        }
+        self.0.call(req)
     }
 }
