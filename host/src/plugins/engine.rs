@@ -100,6 +100,7 @@ impl Runtime {
         let ticker = std::thread::Builder::new()
             .name("ferrobase-epoch".into())
             .spawn(move || {
+                crate::batch_thread();
                 let mut idle = 0u32;
                 loop {
                     if busy.load(Ordering::SeqCst) == 0 {

@@ -394,6 +394,7 @@ impl Store {
             .name("ferrobase-writer".into())
             .stack_size(crate::THREAD_STACK_BYTES)
             .spawn(move || {
+                crate::batch_thread();
                 writer_loop(&mut writer, &rx, &feed);
                 // Last act before the process lets go of the file: fold the WAL back in.
                 let _ = writer.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
