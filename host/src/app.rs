@@ -82,8 +82,14 @@ pub(crate) async fn serve(
     plugins.set_services(Arc::new(crate::records::services::RecordServices {
         records: Arc::downgrade(&records),
     }));
+    let settings = Arc::new(
+        crate::settings::Live::load(&store)
+            .await
+            .map_err(std::io::Error::other)?,
+    );
     let state = Arc::new(AppState {
         store: Arc::clone(&store),
+        settings,
         cfg: Arc::clone(&cfg),
         caches: api::cache::Caches::new(
             cfg.cache.tokens,

@@ -10,6 +10,7 @@ mod extract;
 mod health;
 mod plugin_routes;
 mod records;
+mod settings;
 mod trace;
 
 use crate::auth::token;
@@ -28,6 +29,8 @@ use std::sync::Arc;
 
 pub(crate) struct AppState {
     pub store: Arc<Store>,
+    /// PocketBase's settings in effect (a snapshot; `settings::Live` swaps it on change).
+    pub settings: Arc<crate::settings::Live>,
     pub cfg: Arc<Config>,
     pub caches: cache::Caches,
     pub plugins: Arc<crate::plugins::Plugins>,
@@ -227,6 +230,9 @@ pub(crate) fn router(state: Shared) -> Router {
             "/api/collections/{collection}/{action}",
             post(auth::not_built),
         )
+        .route("/api/settings", get(settings::view).patch(settings::update))
+        .route("/api/settings/test/s3", post(settings::test_s3))
+        .route("/api/settings/test/email", post(settings::test_email))
         .route("/api/crons", get(plugin_routes::crons_list))
         .route("/api/crons/{id}", post(plugin_routes::crons_run))
         .route("/api/plugins", get(plugin_routes::report))

@@ -6,6 +6,7 @@ mod bootstrap;
 pub(crate) mod changes;
 pub(crate) mod ddl;
 pub(crate) mod kv;
+pub(crate) mod params;
 pub(crate) mod raw;
 pub(crate) mod records;
 pub(crate) mod superusers;
