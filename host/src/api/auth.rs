@@ -2,14 +2,13 @@
 //! password reset and email change answer PocketBase's honest error until their issue lands.
 
 use super::body;
-use super::error::{ApiError, ApiResult, MSG_VALIDATION};
+use super::error::{ApiError, ApiResult, MSG_NOT_ALLOWED, MSG_VALIDATION};
 use super::{Shared, caller, find_collection, ok_json, query_map};
 use crate::auth::{password, token};
 use crate::records::json::{FieldsFilter, Viewer, record_json};
 use crate::schema::Collection;
 use crate::schema::define::verr;
 use crate::store::records as store_records;
-use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
@@ -113,15 +112,15 @@ fn sign_auth_token(
 pub(crate) async fn with_password(
     State(state): State<Shared>,
     Path(key): Path<String>,
-    headers: HeaderMap,
-    RawQuery(raw): RawQuery,
-    body: Body,
+    request: axum::extract::Request,
 ) -> ApiResult<Response> {
+    let (head, body) = request.into_parts();
+    let headers = &head.headers;
     let c = auth_collection(&state, &key)?;
-    let q = query_map(raw.as_deref());
+    let q = query_map(head.uri.query());
     let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
         .map_err(|_| ApiError::bad_request())?;
-    let data = body::parse(&headers, body, state.cfg.http.body_bytes_max)
+    let data = body::parse(headers, body, state.cfg.http.body_bytes_max)
         .await
         .map_err(|e| e.answer(body::MSG_UNSUPPORTED, body::MSG_LOAD_FAILED))?
         .data;
@@ -212,6 +211,17 @@ pub(crate) async fn with_password(
         .unwrap_or(false);
     if !ok {
         return Err(fail());
+    }
+    if c.id == crate::schema::SUPERUSERS_ID {
+        let settings = state.settings.current();
+        if !settings.superuser_ips.is_empty()
+            && !crate::settings::ip_in_list(
+                &settings.superuser_ips,
+                &super::client_ip(&settings, headers, &head.extensions),
+            )
+        {
+            return Err(ApiError::new(StatusCode::FORBIDDEN, MSG_NOT_ALLOWED));
+        }
     }
     crate::records::auth_rule_allows(&state.store, &c, &row).await?;
     let tok = sign_auth_token(&c, &row, true)?;

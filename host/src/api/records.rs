@@ -8,7 +8,6 @@ use super::cache::ResponseEntry;
 use super::error::{ApiError, ApiResult, MSG_MISSING_COLLECTION};
 use super::{Caller, Shared, caller, ok_json, query_map};
 use crate::config::Limits;
-use crate::http::Peer;
 use crate::query::{self, Select};
 use crate::records::json::{FieldsFilter, Viewer, key_order, record_json, write_record};
 use crate::records::{self, Access, Action, Gate, Writer, read};
@@ -358,11 +357,10 @@ async fn write_request(
     })
 }
 
-/// The client's address, as the connection layer recorded it.
-fn remote_ip(head: &Parts) -> Option<String> {
-    head.extensions
-        .get::<Peer>()
-        .map(|Peer(a)| a.ip().to_string())
+/// The client's address (through a trusted proxy when `trustedProxy` names one).
+fn remote_ip(state: &Shared, head: &Parts) -> Option<String> {
+    let ip = super::client_ip(&state.settings.peek(), &head.headers, &head.extensions);
+    (!ip.is_empty()).then_some(ip)
 }
 
 /// The access of a write request: its caller and its facts, borrowed from the head.
@@ -389,7 +387,7 @@ pub(crate) async fn create(
 ) -> ApiResult<Response> {
     let (head, body) = request.into_parts();
     let w = write_request(&state, &key, &head, body, Action::Create).await?;
-    let ip = remote_ip(&head);
+    let ip = remote_ip(&state, &head);
     let access = write_access(&head, w.who.as_ref(), &w.q, ip.as_deref());
     let saved = Writer::new(&state.records, &access)
         .create(&w.c, &w.data)
@@ -404,7 +402,7 @@ pub(crate) async fn update(
 ) -> ApiResult<Response> {
     let (head, body) = request.into_parts();
     let w = write_request(&state, &key, &head, body, Action::Update).await?;
-    let ip = remote_ip(&head);
+    let ip = remote_ip(&state, &head);
     let access = write_access(&head, w.who.as_ref(), &w.q, ip.as_deref());
     let saved = Writer::new(&state.records, &access)
         .update(&w.c, id, &w.data)
@@ -442,7 +440,7 @@ pub(crate) async fn delete(
     let c = collection_in(&state.store.schema(), &key, MSG_MISSING_COLLECTION)?;
     let who = caller(&state, &head.headers).await;
     let q = query_map(head.uri.query());
-    let ip = remote_ip(&head);
+    let ip = remote_ip(&state, &head);
     let access = write_access(&head, who.as_ref(), &q, ip.as_deref());
     Writer::new(&state.records, &access).delete(&c, id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
