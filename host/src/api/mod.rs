@@ -2,6 +2,7 @@
 //! no rusqlite and no wasmtime.
 
 mod auth;
+mod batch;
 mod body;
 pub(crate) mod cache;
 mod collections;
@@ -308,6 +309,7 @@ pub(crate) fn router(state: Shared) -> Router {
             post(auth::not_built),
         )
         .route("/api/settings", get(settings::view).patch(settings::update))
+        .route("/api/batch", post(batch::batch))
         .route("/api/settings/test/s3", post(settings::test_s3))
         .route("/api/settings/test/email", post(settings::test_email))
         .route("/api/crons", get(plugin_routes::crons_list))

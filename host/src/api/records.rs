@@ -295,7 +295,7 @@ pub(crate) async fn view(
     Ok(json_bytes(body))
 }
 
-fn check_files(parsed: &body::Parsed) -> ApiResult<()> {
+pub(crate) fn check_files(parsed: &body::Parsed) -> ApiResult<()> {
     if parsed.has_files {
         // Storing uploads is a later issue; refusing beats accepting and dropping the bytes.
         return Err(ApiError::bad("File uploads are not supported yet."));
@@ -429,6 +429,21 @@ async fn respond_written(
         return Ok(json_bytes(Bytes::from(out)));
     }
     Ok(ok_json(&shape(c, row, &view, fields, expanded)))
+}
+
+/// The answer to a create or update as a JSON value (a batch's answers are parts of one body).
+pub(crate) async fn written_json(
+    state: &Shared,
+    c: &Arc<Collection>,
+    saved: StoreRecord,
+    access: &Access<'_>,
+    q: &Map<String, Value>,
+    fields: &Option<FieldsFilter>,
+) -> ApiResult<Value> {
+    let schema = state.store.schema();
+    let expand = read::expanding(&schema, access, q.get("expand").and_then(Value::as_str));
+    let (row, expanded) = read::expand_written(&state.store, c, saved, expand).await?;
+    Ok(shape(c, row, &access.viewer(), fields, expanded))
 }
 
 pub(crate) async fn delete(

@@ -90,6 +90,8 @@ pub(crate) struct Access<'a> {
     pub method: &'a str,
     pub path: &'a str,
     pub remote_ip: Option<&'a str>,
+    /// `@request.context`: "default", or "batch" inside a batch.
+    pub context: &'static str,
     headers: &'a dyn RequestHeaders,
     query: &'a Map<String, Value>,
     body: Option<&'a Map<String, Value>>,
@@ -113,11 +115,18 @@ impl<'a> Access<'a> {
             method,
             path,
             remote_ip,
+            context: "default",
             headers,
             query,
             body: None,
             built: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The same access in another `@request.context` ("batch").
+    pub(crate) fn in_context(mut self, context: &'static str) -> Self {
+        self.context = context;
+        self
     }
 
     /// The server itself, `depth` plugin calls deep: rules do not apply.
@@ -129,6 +138,7 @@ impl<'a> Access<'a> {
             method: "POST",
             path: "",
             remote_ip: None,
+            context: "default",
             headers: &(),
             query: &NO_QUERY,
             body: None,
@@ -145,6 +155,7 @@ impl<'a> Access<'a> {
             method: "GET",
             path: "",
             remote_ip: None,
+            context: "default",
             headers: &(),
             query: &NO_QUERY,
             body: None,
@@ -161,6 +172,7 @@ impl<'a> Access<'a> {
             method: self.method,
             path: self.path,
             remote_ip: self.remote_ip,
+            context: self.context,
             headers: self.headers,
             query: self.query,
             body: Some(body),
@@ -188,7 +200,7 @@ impl<'a> Access<'a> {
                 query: self.query.clone(),
                 headers,
                 method: self.method.to_owned(),
-                context: "default".into(),
+                context: self.context.into(),
             }
         })
     }

@@ -4,6 +4,7 @@
 //! auth flows all call it, and none of them re-implements a piece of it.
 
 mod access;
+pub(crate) mod batch;
 pub(crate) mod expand;
 pub(crate) mod json;
 pub(crate) mod read;

@@ -3,8 +3,9 @@
 //!
 //! A write is prepared off the writer (draft, before-hooks, validation, password hashing), then
 //! applied in one savepoint on the writer ([`Prepared::apply`]): relation ids checked, the row
-//! written and read back under the create rule, in-transaction hooks run. Batch will prepare
-//! many and apply them in one transaction.
+//! written and read back under the create rule, in-transaction hooks run. A writer bound to a
+//! batch's transaction ([`super::batch`]) reads and writes through that transaction instead, so
+//! each write sees the ones before it and all commit together.
 
 mod draft;
 
@@ -20,7 +21,9 @@ use crate::query::Select;
 use crate::schema::Collection;
 use crate::schema::define::verr;
 use crate::schema::value::Stored;
-use crate::store::{Conn, Keep, OnCommit, StoreError, StoreRecord, records as store_records};
+use crate::store::{
+    Announce, Conn, Keep, OnCommit, StoreError, StoreRecord, Tx, records as store_records,
+};
 use draft::{Draft, RelationChecks};
 use serde_json::{Map, Value};
 use std::sync::Arc;
@@ -39,10 +42,12 @@ pub(crate) enum WriteOutcome {
     HookFailed(String),
 }
 
-/// Writes made with one access (a request, or the server itself).
+/// Writes made with one access (a request, or the server itself), each in its own transaction
+/// or all in a batch's.
 pub(crate) struct Writer<'a> {
     records: &'a Records,
     access: &'a Access<'a>,
+    tx: Option<&'a Tx>,
 }
 
 /// Views are read-only.
@@ -158,7 +163,92 @@ impl Prepared {
 
 impl<'a> Writer<'a> {
     pub(crate) fn new(records: &'a Records, access: &'a Access<'a>) -> Self {
-        Self { records, access }
+        Self {
+            records,
+            access,
+            tx: None,
+        }
+    }
+
+    /// A writer whose reads and writes run in `tx` (a batch's transaction).
+    pub(super) fn batched(records: &'a Records, access: &'a Access<'a>, tx: &'a Tx) -> Self {
+        Self {
+            records,
+            access,
+            tx: Some(tx),
+        }
+    }
+
+    /// One record as this writer sees it: the committed state, or the batch's so far.
+    async fn find(
+        &self,
+        c: &Arc<Collection>,
+        id: &str,
+        rule: Option<&Select>,
+    ) -> Result<Option<StoreRecord>> {
+        Ok(match self.tx {
+            None => {
+                self.records
+                    .store
+                    .read(|conn| store_records::get(conn, c, id, rule))
+                    .await?
+            }
+            Some(tx) => {
+                let (c, id, rule) = (Arc::clone(c), id.to_owned(), rule.cloned());
+                tx.run(move |conn| store_records::get(conn, &c, &id, rule.as_ref()))
+                    .await?
+            }
+        })
+    }
+
+    /// Relation ids of `checks` that do not exist, as this writer sees them.
+    async fn missing(&self, checks: RelationChecks) -> Vec<String> {
+        let found = match self.tx {
+            None => {
+                self.records
+                    .store
+                    .read(move |conn| draft::missing_relations(conn, &checks))
+                    .await
+            }
+            Some(tx) => {
+                tx.run(move |conn| draft::missing_relations(conn, &checks))
+                    .await
+            }
+        };
+        found.unwrap_or_default()
+    }
+
+    /// Run a write on the writer: in its own (group) commit, or as a step of the batch's
+    /// transaction. `notify` is announced after the commit that makes it durable.
+    async fn commit_write<R, F>(&self, f: F, notify: Option<OnCommit<R>>) -> crate::store::Result<R>
+    where
+        F: FnOnce(Conn<'_>) -> crate::store::Result<R> + Send + 'static,
+        R: Send + 'static,
+    {
+        match self.tx {
+            None => self.records.store.write_then(f, notify).await,
+            Some(tx) => tx.run_then(f, notify).await,
+        }
+    }
+
+    /// Field errors of a draft, relation ids included; on success, the relation ids the write
+    /// checks on its own connection.
+    async fn validate(
+        &self,
+        c: &Arc<Collection>,
+        draft: &Draft,
+        skip: &[usize],
+        message: &'static str,
+    ) -> Result<RelationChecks> {
+        let (mut errors, checks) = draft::validate(&self.records.store.schema(), c, draft, skip);
+        if errors.is_empty() {
+            return Ok(checks);
+        }
+        // The write will not happen: report the relation errors along with the others now.
+        if !checks.is_empty() {
+            errors.extend(draft::missing_relation_errors(self.missing(checks).await));
+        }
+        Err(RecordError::invalid(message, errors))
     }
 
     fn facts(&self) -> Arc<CallFacts> {
@@ -194,16 +284,17 @@ impl<'a> Writer<'a> {
             let record = match out {
                 WriteOutcome::Done(saved) => PluginRecord::from_stored(&c, saved),
                 WriteOutcome::Deleted(pre) => pre.clone(),
-                _ => return,
+                _ => return None,
             };
-            plugins.committed(vec![Change {
+            let change = Change {
                 action,
                 collection_id: c.id.clone(),
                 record,
                 previous,
                 actor,
                 seq: 0,
-            }]);
+            };
+            Some(Box::new(move || plugins.committed(vec![change])) as Announce)
         }))
     }
 
@@ -243,10 +334,8 @@ impl<'a> Writer<'a> {
         };
         let store = Arc::clone(&self.records.store);
         let outcome = self
-            .records
-            .store
             // The schema as of this job (schema changes run alone on the writer).
-            .write_then(move |conn| prepared.apply(conn, &store.schema()), notify)
+            .commit_write(move |conn| prepared.apply(conn, &store.schema()), notify)
             .await
             .map_err(|e| save_error(e, message))?;
         match outcome {
@@ -284,9 +373,7 @@ impl<'a> Writer<'a> {
             self.before(&s.before_create, c, None, &mut draft, MSG_CREATE_FAILED)
                 .await?;
         }
-        let checks = draft::validate(&self.records.store, c, &draft, &skip)
-            .await
-            .map_err(|e| RecordError::invalid(MSG_CREATE_FAILED, e))?;
+        let checks = self.validate(c, &draft, &skip, MSG_CREATE_FAILED).await?;
         let with_body = self.access.with_body(data);
         let rule = super::condition(
             &self.records.store.schema(),
@@ -326,9 +413,7 @@ impl<'a> Writer<'a> {
             &with_body,
         )?;
         let existing = self
-            .records
-            .store
-            .read(|conn| store_records::get(conn, c, &id, rule.as_ref()))
+            .find(c, &id, rule.as_ref())
             .await?
             .ok_or(RecordError::NotFound)?;
 
@@ -391,9 +476,7 @@ impl<'a> Writer<'a> {
         let skip: Vec<usize> = (0..c.fields.len())
             .filter(|i| !changed.contains(i))
             .collect();
-        let checks = draft::validate(&self.records.store, c, &draft, &skip)
-            .await
-            .map_err(|e| RecordError::invalid(MSG_UPDATE_FAILED, e))?;
+        let checks = self.validate(c, &draft, &skip, MSG_UPDATE_FAILED).await?;
         draft::hash_passwords(c, &mut draft).await?;
         changed.sort_unstable();
         changed.dedup();
@@ -422,9 +505,7 @@ impl<'a> Writer<'a> {
         let mut pre = None;
         if let Some(s) = slots {
             let current = self
-                .records
-                .store
-                .read(|conn| store_records::get(conn, c, &id, rule.as_ref()))
+                .find(c, &id, rule.as_ref())
                 .await?
                 .ok_or(RecordError::NotFound)?;
             let rec = PluginRecord::from_stored(c, &current);
@@ -442,9 +523,7 @@ impl<'a> Writer<'a> {
         let in_tx = self.in_tx(slots);
         let notify = self.commit_notice(slots, c, Action::Delete, None);
         let outcome = self
-            .records
-            .store
-            .write_then(
+            .commit_write(
                 move |conn| {
                     conn.savepoint(|tx| {
                         let Some(current) = store_records::get(tx, &c2, &id, rule.as_ref())? else {
