@@ -90,6 +90,7 @@ pub(crate) async fn serve(
     let state = Arc::new(AppState {
         store: Arc::clone(&store),
         settings,
+        limiters: api::rate_limit::Limiters::default(),
         cfg: Arc::clone(&cfg),
         caches: api::cache::Caches::new(
             cfg.cache.tokens,

@@ -9,8 +9,8 @@ use crate::records::json::{FieldsFilter, Viewer, record_json};
 use crate::schema::Collection;
 use crate::schema::define::verr;
 use crate::store::records as store_records;
-use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
@@ -26,11 +26,38 @@ fn auth_collection(state: &Shared, key: &str) -> ApiResult<Arc<Collection>> {
         })
 }
 
+/// `settings.rateLimits` for an auth route of `c` (nothing while rate limits are off).
+async fn limit(
+    state: &Shared,
+    head: &axum::http::request::Parts,
+    c: &Collection,
+    tags: &[&str],
+) -> ApiResult<()> {
+    if !state.settings.peek().rate_limits.enabled {
+        return Ok(());
+    }
+    let who = caller(state, &head.headers).await;
+    super::rate_limit::check_collection(
+        state,
+        &super::rate_limit::Asking {
+            method: head.method.as_str(),
+            path: head.uri.path(),
+            headers: &head.headers,
+            extensions: &head.extensions,
+        },
+        who.as_ref(),
+        c,
+        tags,
+    )
+}
+
 pub(crate) async fn methods(
     State(state): State<Shared>,
     Path(key): Path<String>,
+    request: axum::extract::Request,
 ) -> ApiResult<Response> {
     let c = auth_collection(&state, &key)?;
+    limit(&state, &request.into_parts().0, &c, &["listAuthMethods"]).await?;
     let pa = c.auth_option("passwordAuth").cloned().unwrap_or(json!({}));
     let enabled = pa.get("enabled").and_then(Value::as_bool).unwrap_or(false);
     let identity = pa.get("identityFields").cloned().unwrap_or(json!([]));
@@ -117,6 +144,7 @@ pub(crate) async fn with_password(
     let (head, body) = request.into_parts();
     let headers = &head.headers;
     let c = auth_collection(&state, &key)?;
+    limit(&state, &head, &c, &["authWithPassword", "auth"]).await?;
     let q = query_map(head.uri.query());
     let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
         .map_err(|_| ApiError::bad_request())?;
@@ -237,10 +265,12 @@ pub(crate) async fn with_password(
 pub(crate) async fn refresh(
     State(state): State<Shared>,
     Path(key): Path<String>,
-    headers: HeaderMap,
-    RawQuery(raw): RawQuery,
+    request: axum::extract::Request,
 ) -> ApiResult<Response> {
+    let head = request.into_parts().0;
+    let (headers, raw) = (&head.headers, head.uri.query().map(str::to_owned));
     let c = auth_collection(&state, &key)?;
+    limit(&state, &head, &c, &["authRefresh"]).await?;
     let who = caller(&state, &headers)
         .await
         .ok_or_else(ApiError::requires_auth)?;

@@ -252,6 +252,7 @@ async fn run_one(
     facts: &Facts,
     who: Option<&Caller>,
     ip: Option<&str>,
+    extensions: &axum::http::Extensions,
 ) -> Result<Done, ApiError> {
     // An action PocketBase's batch does not know fails as its unknown-action error does.
     let t = target(&item.method, &item.url).ok_or_else(ApiError::bad_request)?;
@@ -261,6 +262,25 @@ async fn run_one(
         .by_id_or_name(t.collection)
         .cloned()
         .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, MSG_MISSING_COLLECTION))?;
+    let tag = match t.kind {
+        Kind::Create => "create",
+        Kind::Update => "update",
+        Kind::Delete => "delete",
+        // PocketBase decides an upsert's action after its limiter ran with the create tag.
+        Kind::Upsert => "create",
+    };
+    super::rate_limit::check_collection(
+        state,
+        &super::rate_limit::Asking {
+            method: &item.method,
+            path: t.path,
+            headers: &facts.headers,
+            extensions,
+        },
+        who,
+        &c,
+        &[tag],
+    )?;
     let access = Access::request(who, &item.method, t.path, &facts.headers, &facts.query, ip)
         .in_context("batch");
     let mut kind = t.kind;
@@ -362,7 +382,17 @@ pub(crate) async fn batch(State(state): State<Shared>, request: Request) -> ApiR
         let batch = Batch::begin(&state.records).await?;
         let mut done = Vec::with_capacity(items.len());
         for (i, (item, f)) in items.iter().zip(&facts).enumerate() {
-            match run_one(&state, &batch, item, f, who.as_ref(), ip.as_deref()).await {
+            match run_one(
+                &state,
+                &batch,
+                item,
+                f,
+                who.as_ref(),
+                ip.as_deref(),
+                &head.extensions,
+            )
+            .await
+            {
                 Ok(d) => done.push(d),
                 Err(e) => return Ok(Err(failed_at(i, e))),
             }

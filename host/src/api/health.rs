@@ -7,7 +7,7 @@ use serde_json::json;
 
 /// Headers that suggest a reverse proxy in front, after the configured trusted ones (the
 /// dashboard reminds superusers to configure `trustedProxy` when it sees one).
-const COMMON_PROXY_HEADERS: &[&str] = &["CF-Connecting-IP", "Fly-Client-IP"];
+const COMMON_PROXY_HEADERS: &[&str] = &["CF-Connecting-IP", "Fly-Client-IP", "X-Forwarded-For"];
 
 pub(crate) async fn health(State(state): State<Shared>, request: Request) -> Response {
     let headers = request.headers();
@@ -22,8 +22,9 @@ pub(crate) async fn health(State(state): State<Shared>, request: Request) -> Res
                 .chain(COMMON_PROXY_HEADERS.iter().copied())
                 .find(|h| headers.get(*h).is_some_and(|v| !v.as_bytes().is_empty()))
                 .unwrap_or("");
-            // Backups are not built yet: this server cannot take one.
-            json!({"canBackup": false,
+            // PocketBase's meaning: no backup or restore is running now (none ever runs here
+            // until backups are built).
+            json!({"canBackup": true,
                    "realIP": client_ip(&settings, headers, request.extensions()),
                    "possibleProxyHeader": proxy_header})
         }

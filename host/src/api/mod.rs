@@ -10,6 +10,7 @@ pub(crate) mod error;
 mod extract;
 mod health;
 mod plugin_routes;
+pub(crate) mod rate_limit;
 mod records;
 mod settings;
 mod trace;
@@ -32,6 +33,8 @@ pub(crate) struct AppState {
     pub store: Arc<Store>,
     /// PocketBase's settings in effect (a snapshot; `settings::Live` swaps it on change).
     pub settings: Arc<crate::settings::Live>,
+    /// The request counters of `settings.rateLimits`.
+    pub limiters: rate_limit::Limiters,
     pub cfg: Arc<Config>,
     pub caches: cache::Caches,
     pub plugins: Arc<crate::plugins::Plugins>,
@@ -209,6 +212,18 @@ async fn common_headers(
         StatusCode::NO_CONTENT.into_response()
     } else if superuser_ip_refused(&state, req.headers(), req.extensions()).await {
         ApiError::new(StatusCode::FORBIDDEN, error::MSG_NOT_ALLOWED).into_response()
+    } else if let Err(limited) = rate_limit::check_route(
+        &state,
+        &rate_limit::Asking {
+            method: method.as_str(),
+            path: uri.path(),
+            headers: req.headers(),
+            extensions: req.extensions(),
+        },
+    )
+    .await
+    {
+        limited.into_response()
     } else {
         trace::traced(method, uri, next.run(req)).await
     };

@@ -48,6 +48,50 @@ pub(crate) fn skip_total(q: &Map<String, Value>) -> ApiResult<bool> {
     }
 }
 
+/// `settings.rateLimits` for this collection and action (nothing while rate limits are off).
+fn limit<B>(
+    state: &Shared,
+    request: &axum::http::Request<B>,
+    who: Option<&Caller>,
+    c: &Collection,
+    action: &str,
+) -> ApiResult<()> {
+    super::rate_limit::check_collection(
+        state,
+        &super::rate_limit::Asking {
+            method: request.method().as_str(),
+            path: request.uri().path(),
+            headers: request.headers(),
+            extensions: request.extensions(),
+        },
+        who,
+        c,
+        &[action],
+    )
+}
+
+/// The same for a request already split into its head.
+fn limit_head(
+    state: &Shared,
+    head: &Parts,
+    who: Option<&Caller>,
+    c: &Collection,
+    action: &str,
+) -> ApiResult<()> {
+    super::rate_limit::check_collection(
+        state,
+        &super::rate_limit::Asking {
+            method: head.method.as_str(),
+            path: head.uri.path(),
+            headers: &head.headers,
+            extensions: &head.extensions,
+        },
+        who,
+        c,
+        &[action],
+    )
+}
+
 fn collection_in(schema: &Schema, key: &str, message: &str) -> ApiResult<Arc<Collection>> {
     schema
         .by_id_or_name(key)
@@ -95,6 +139,7 @@ pub(crate) async fn list(
     let schema = state.store.schema();
     let c = collection_in(&schema, &key, MSG_MISSING_COLLECTION)?;
     let who = caller(&state, headers).await;
+    limit(&state, &request, who.as_ref(), &c, "list")?;
     let cache_key = response_key("list", &c, "", raw, who.as_ref());
     let _leader = match cached_or_lead(&state, &cache_key).await {
         Ok(hit) => return Ok(hit),
@@ -267,6 +312,7 @@ pub(crate) async fn view(
     let schema = state.store.schema();
     let c = collection_in(&schema, &key, MSG_MISSING_COLLECTION)?;
     let who = caller(&state, headers).await;
+    limit(&state, &request, who.as_ref(), &c, "view")?;
     let cache_key = response_key("view", &c, &id, raw, who.as_ref());
     let _leader = match cached_or_lead(&state, &cache_key).await {
         Ok(hit) => return Ok(hit),
@@ -331,6 +377,12 @@ async fn write_request(
         return Err(ApiError::bad("Unsupported collection type."));
     }
     let who = caller(state, headers).await;
+    let tag = if action == Action::Create {
+        "create"
+    } else {
+        "update"
+    };
+    limit_head(state, head, who.as_ref(), &c, tag)?;
     // A `null` rule refuses before the body is read.
     let q = query_map(raw);
     let access = Access::request(who.as_ref(), method.as_str(), "", headers, &q, None);
@@ -454,6 +506,7 @@ pub(crate) async fn delete(
     let head = request.into_parts().0;
     let c = collection_in(&state.store.schema(), &key, MSG_MISSING_COLLECTION)?;
     let who = caller(&state, &head.headers).await;
+    limit_head(&state, &head, who.as_ref(), &c, "delete")?;
     let q = query_map(head.uri.query());
     let ip = remote_ip(&state, &head);
     let access = write_access(&head, who.as_ref(), &q, ip.as_deref());

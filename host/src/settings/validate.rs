@@ -178,10 +178,32 @@ fn meta(m: &Meta) -> Map<String, Value> {
     e.done()
 }
 
+/// The largest integer a JSON number holds exactly (2^53 - 1): PocketBase's ceiling for the
+/// logs numbers, which its dashboard edits as JavaScript numbers.
+const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
+
+/// `Max(n)` on an integer: zero passes.
+fn max(v: i64, n: i64) -> Option<Value> {
+    (v != 0 && v > n).then(|| {
+        json!({"code": "validation_max_less_equal_than_required",
+               "message": format!("Must be no greater than {n}."), "params": {"threshold": n}})
+    })
+}
+
 fn logs(l: &Logs) -> Map<String, Value> {
     let mut e = Errors::default();
-    e.field("maxDays", min(l.max_days, 0));
-    e.field("maxDataSize", min(l.max_data_size, 0));
+    e.field(
+        "maxDays",
+        first!(min(l.max_days, 0), max(l.max_days, MAX_SAFE_INTEGER)),
+    );
+    e.field(
+        "maxDataSize",
+        first!(
+            min(l.max_data_size, 0),
+            max(l.max_data_size, MAX_SAFE_INTEGER)
+        ),
+    );
+    e.field("minLevel", max(l.min_level, MAX_SAFE_INTEGER));
     e.done()
 }
 
