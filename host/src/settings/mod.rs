@@ -263,7 +263,8 @@ impl Settings {
         shown.backups.s3.secret.clear();
         let mut v = serde_json::to_value(&shown).expect("settings serialize: plain data");
         if let Some(Value::Object(smtp)) = v.get_mut("smtp") {
-            smtp.remove("password");
+            // Keeping the order of the other keys, as PocketBase shows them.
+            smtp.shift_remove("password");
         }
         v
     }

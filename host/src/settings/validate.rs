@@ -282,47 +282,45 @@ static RULE_LABEL: LazyLock<regex::Regex> = LazyLock::new(|| {
 
 fn rate_limits(r: &RateLimits) -> Map<String, Value> {
     let mut e = Errors::default();
-    // The list's own rules first; its items are checked only when those pass.
-    let list_error = first!(
-        (r.enabled && r.rules.is_empty()).then(required),
-        conflicting_label(r)
-    );
-    match list_error {
-        Some(Value::Object(by_index)) if !by_index.contains_key("code") => {
-            e.nested("rules", by_index);
+    // The list itself first, then every rule, and only a list of valid rules is checked for
+    // conflicting labels (the order PocketBase 0.40.6 reports them in).
+    if r.enabled && r.rules.is_empty() {
+        e.field("rules", Some(required()));
+    } else {
+        let mut items = Errors::default();
+        for (i, rule) in r.rules.iter().enumerate() {
+            let mut one = Errors::default();
+            one.field(
+                "label",
+                first!(
+                    require_text(&rule.label, true),
+                    check(
+                        &rule.label,
+                        |l| RULE_LABEL.is_match(l),
+                        "validation_match_invalid",
+                        "Must be in a valid format."
+                    )
+                ),
+            );
+            one.field(
+                "maxRequests",
+                first!(
+                    require_int(rule.max_requests, true),
+                    min(rule.max_requests, 1)
+                ),
+            );
+            one.field(
+                "duration",
+                first!(require_int(rule.duration, true), min(rule.duration, 1)),
+            );
+            one.field("audience", one_of(&rule.audience, &["", "@guest", "@auth"]));
+            items.nested(&i.to_string(), one.done());
         }
-        Some(other) => e.field("rules", Some(other)),
-        None => {
-            let mut items = Errors::default();
-            for (i, rule) in r.rules.iter().enumerate() {
-                let mut one = Errors::default();
-                one.field(
-                    "label",
-                    first!(
-                        require_text(&rule.label, true),
-                        check(
-                            &rule.label,
-                            |l| RULE_LABEL.is_match(l),
-                            "validation_match_invalid",
-                            "Must be in a valid format."
-                        )
-                    ),
-                );
-                one.field(
-                    "maxRequests",
-                    first!(
-                        require_int(rule.max_requests, true),
-                        min(rule.max_requests, 1)
-                    ),
-                );
-                one.field(
-                    "duration",
-                    first!(require_int(rule.duration, true), min(rule.duration, 1)),
-                );
-                one.field("audience", one_of(&rule.audience, &["", "@guest", "@auth"]));
-                items.nested(&i.to_string(), one.done());
-            }
-            e.nested("rules", items.done());
+        let items = items.done();
+        if !items.is_empty() {
+            e.nested("rules", items);
+        } else if let Some(conflict) = conflicting_label(r) {
+            e.nested("rules", conflict);
         }
     }
     e.list("excludedIPs", each_ip(&r.excluded_ips));
@@ -330,7 +328,7 @@ fn rate_limits(r: &RateLimits) -> Map<String, Value> {
 }
 
 /// The first rule whose label and audience repeat, or prefix, an earlier one's.
-fn conflicting_label(r: &RateLimits) -> Option<Value> {
+fn conflicting_label(r: &RateLimits) -> Option<Map<String, Value>> {
     let mut seen: Vec<String> = Vec::new();
     for (i, rule) in r.rules.iter().enumerate() {
         let key = format!("{}@@{}", rule.label, rule.audience);
@@ -338,10 +336,15 @@ fn conflicting_label(r: &RateLimits) -> Option<Value> {
             .iter()
             .any(|k| k.starts_with(&key) || key.starts_with(k.as_str()))
         {
-            return Some(json!({ i.to_string(): {"label": {
-                "code": "validation_conflicting_rate_limit_rule",
-                "message": format!("Rate limit rule configuration with label {} already exists or conflicts with another rule.", rule.label),
-                "params": {"label": rule.label}}}}));
+            let mut m = Map::new();
+            m.insert(
+                i.to_string(),
+                json!({"label": {
+                    "code": "validation_conflicting_rate_limit_rule",
+                    "message": format!("Rate limit rule configuration with label {} already exists or conflicts with another rule.", rule.label),
+                    "params": {"label": rule.label}}}),
+            );
+            return Some(m);
         }
         seen.push(key);
     }
@@ -446,42 +449,37 @@ fn alnum(c: char) -> bool {
     c.is_ascii_alphanumeric() || wide(c)
 }
 
-/// An email address in the format PocketBase's validator accepts: a dot-separated local part
-/// (or a quoted one), and a domain of at least two parts whose last part starts and ends with a
-/// letter.
+/// An email address in the format PocketBase's validator accepts (measured against 0.40.6): a
+/// local part of dot-separated atoms, and a domain of at least two parts whose parts start and
+/// end with a letter or digit and whose last part starts and ends with a letter. Non-ASCII
+/// letters count as letters. (PocketBase also takes a one-character quoted local part such as
+/// `"q"@x.io` but no longer one; quoted local parts are refused here.)
 pub(crate) fn is_email(s: &str) -> bool {
     let Some(at) = s.rfind('@') else {
         return false;
     };
     let (local, domain) = (&s[..at], &s[at + 1..]);
     let atom_char = |c: char| alnum(c) || "!#$%&'*+-/=?^_`{|}~".contains(c);
-    let local_ok = if local.len() >= 2 && local.starts_with('"') && local.ends_with('"') {
-        local[1..local.len() - 1]
-            .chars()
-            .all(|c| c != '"' && c != '\\' && (c == ' ' || c == '\t' || !c.is_control()))
-    } else {
-        !local.is_empty()
-            && local
-                .split('.')
-                .all(|a| !a.is_empty() && a.chars().all(atom_char))
-    };
-    if !local_ok {
+    if local.is_empty()
+        || !local
+            .split('.')
+            .all(|a| !a.is_empty() && a.chars().all(atom_char))
+    {
         return false;
     }
     let domain = domain.strip_suffix('.').unwrap_or(domain);
+    let Some((rest, tld)) = domain.rsplit_once('.') else {
+        return false;
+    };
     let inner = |c: char| alnum(c) || "-._~".contains(c);
-    let part_ok = |p: &str, first: fn(char) -> bool| {
+    let part_ok = |p: &str, edge: fn(char) -> bool| {
         let (Some(a), Some(z)) = (p.chars().next(), p.chars().last()) else {
             return false;
         };
-        first(a) && first(z) && p.chars().all(inner)
+        edge(a) && edge(z) && p.chars().all(inner)
     };
     let letter = |c: char| c.is_ascii_alphabetic() || wide(c);
-    // Any dot may be the one before the last part.
-    domain
-        .char_indices()
-        .filter(|&(_, c)| c == '.')
-        .any(|(i, _)| part_ok(&domain[..i], alnum) && part_ok(&domain[i + 1..], letter))
+    part_ok(rest, alnum) && part_ok(tld, letter)
 }
 
 /// A DNS name (labels of letters, digits, `_` and `-` up to 63 long, not starting with `-`) or

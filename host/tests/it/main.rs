@@ -6,6 +6,7 @@
 //! `FERROBASE_TEST_ALL=1` (set by `scripts/test.sh`) makes a missing one a failure.
 
 mod common;
+mod rng;
 
 mod cache;
 mod compat;
@@ -15,4 +16,5 @@ mod http;
 mod plugins;
 mod query_snapshots;
 mod security;
+mod settings;
 mod tidy;
