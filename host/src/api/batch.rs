@@ -253,9 +253,18 @@ async fn run_one(
     who: Option<&Caller>,
     ip: Option<&str>,
     extensions: &axum::http::Extensions,
+    first: bool,
 ) -> Result<Done, ApiError> {
-    // An action PocketBase's batch does not know fails as its unknown-action error does.
-    let t = target(&item.method, &item.url).ok_or_else(ApiError::bad_request)?;
+    // An action PocketBase's batch does not know fails as its unknown-action error does: a
+    // plain error, which PocketBase answers with 400 for the first request and, passed back
+    // through the previous request's handler, with 500 for any later one.
+    let t = target(&item.method, &item.url).ok_or_else(|| {
+        if first {
+            ApiError::bad_request()
+        } else {
+            ApiError::internal()
+        }
+    })?;
     let c = state
         .store
         .schema()
@@ -390,6 +399,7 @@ pub(crate) async fn batch(State(state): State<Shared>, request: Request) -> ApiR
                 who.as_ref(),
                 ip.as_deref(),
                 &head.extensions,
+                i == 0,
             )
             .await
             {

@@ -656,7 +656,7 @@ pub(crate) fn validate(f: &Field, v: &Value) -> Option<Value> {
             {
                 return Some(verr_params(
                     "validation_min_number_constraint",
-                    &format!("Must be larger or equal than {}.", fmt_num(min)),
+                    &format!("Must be greater or equal than {}.", fmt_num(min)),
                     json!({"min": number(min)}),
                 ));
             }

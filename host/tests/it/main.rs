@@ -8,6 +8,7 @@
 mod common;
 mod rng;
 
+mod batch;
 mod cache;
 mod compat;
 mod differential;

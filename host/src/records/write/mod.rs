@@ -134,11 +134,19 @@ impl Prepared {
         conn: Conn<'_>,
         schema: &crate::schema::Schema,
     ) -> crate::store::Result<WriteOutcome> {
+        let c = &self.collection;
         let missing = draft::missing_relations(conn, &self.checks)?;
         if !missing.is_empty() {
+            // PocketBase decides a create rule before it validates: a rule that fails is the
+            // answer even when relations are missing too.
+            if self.action == Action::Create
+                && let Some(rule) = &self.rule
+                && !rule_admits(conn, schema, c, &self.id, &self.row, rule)?
+            {
+                return Ok(WriteOutcome::RuleFailed);
+            }
             return Ok(WriteOutcome::MissingRelations(missing));
         }
-        let c = &self.collection;
         conn.savepoint(|tx| {
             if self.action == Action::Create {
                 store_records::insert(tx, schema, c, &self.row)?;
@@ -159,6 +167,26 @@ impl Prepared {
             Ok(Keep::Commit(WriteOutcome::Done(saved)))
         })
     }
+}
+
+/// Whether `rule` admits the would-be record `row`: written in a savepoint, looked at, rolled
+/// back. A row the table refuses (a unique value taken, say) counts as admitted: its own error
+/// is the answer then.
+fn rule_admits(
+    conn: Conn<'_>,
+    schema: &crate::schema::Schema,
+    c: &Arc<Collection>,
+    id: &str,
+    row: &[(usize, Stored)],
+    rule: &Select,
+) -> crate::store::Result<bool> {
+    conn.savepoint(|tx| {
+        if store_records::insert(tx, schema, c, row).is_err() {
+            return Ok(Keep::Rollback(true));
+        }
+        let seen = store_records::get(tx, c, id, Some(rule))?.is_some();
+        Ok(Keep::Rollback(seen))
+    })
 }
 
 impl<'a> Writer<'a> {
@@ -373,7 +401,6 @@ impl<'a> Writer<'a> {
             self.before(&s.before_create, c, None, &mut draft, MSG_CREATE_FAILED)
                 .await?;
         }
-        let checks = self.validate(c, &draft, &skip, MSG_CREATE_FAILED).await?;
         let with_body = self.access.with_body(data);
         let rule = super::condition(
             &self.records.store.schema(),
@@ -381,11 +408,38 @@ impl<'a> Writer<'a> {
             RuleAction::Create,
             &with_body,
         )?;
+        let id = draft.values[id_idx].as_str().unwrap_or("").to_owned();
+        let checks = match self.validate(c, &draft, &skip, MSG_CREATE_FAILED).await {
+            Ok(checks) => checks,
+            // PocketBase checks the create rule before it validates: when the rule refuses,
+            // that is the answer, whatever the field errors. (Only this error path pays for
+            // the look; a valid create checks its rule on the row it writes.)
+            Err(invalid) => {
+                if let Some(rule) = rule {
+                    let (c2, row, store) = (
+                        Arc::clone(c),
+                        draft::to_row(c, &draft, None),
+                        Arc::clone(&self.records.store),
+                    );
+                    let id = id.clone();
+                    let admitted = self
+                        .commit_write(
+                            move |conn| rule_admits(conn, &store.schema(), &c2, &id, &row, &rule),
+                            None,
+                        )
+                        .await?;
+                    if !admitted {
+                        return Err(RecordError::Refused(MSG_CREATE_FAILED));
+                    }
+                }
+                return Err(invalid);
+            }
+        };
         draft::hash_passwords(c, &mut draft).await?;
         let prepared = Prepared {
             collection: Arc::clone(c),
             action: Action::Create,
-            id: draft.values[id_idx].as_str().unwrap_or("").to_owned(),
+            id,
             row: draft::to_row(c, &draft, None),
             checks,
             rule,
