@@ -900,3 +900,86 @@ route_timeout_ms = 400
     // Native routes never wait for plugins.
     assert_eq!(s.req("GET", "/api/health", None, None).status, 200);
 }
+
+#[test]
+fn a_batch_runs_every_hook_in_its_one_transaction_and_announces_after_its_commit() {
+    let Some(s) = server_with(&["slugger", "audit"], GRANTS) else {
+        return;
+    };
+    let su = s.su_token();
+    posts_schema(&s, &su, json!(""));
+    wait_loaded(&s, &su, &["audit", "slugger"]);
+    let r = s.req(
+        "PATCH",
+        "/api/settings",
+        Some(&su),
+        Some(&json!({"batch": {"enabled": true, "maxRequests": 60}})),
+    );
+    assert_eq!(r.status, 200, "{}", r.json);
+    let posts = "/api/collections/posts/records";
+    let id = |i: usize| format!("post{i:011}");
+    // 40 creates, then 5 updates and 5 deletes of records created earlier in the same batch.
+    let mut requests: Vec<Value> = (0..40)
+        .map(|i| json!({"method": "POST", "url": posts, "body": {"id": id(i), "title": format!("Batch Post {i}")}}))
+        .collect();
+    requests.extend((0..5).map(|i| {
+        json!({"method": "PATCH", "url": format!("{posts}/{}", id(i)), "body": {"title": format!("Edited {i}")}})
+    }));
+    requests.extend((35..40).map(|i| json!({"method": "DELETE", "url": format!("{posts}/{}", id(i))})));
+
+    // An in-transaction refusal anywhere rolls the whole batch back: no post, no audit row, no
+    // after-commit event.
+    let mut refused = requests.clone();
+    refused[30]["body"]["title"] = json!("forbidden-in-tx");
+    let r = s.req("POST", "/api/batch", None, Some(&json!({"requests": refused})));
+    assert_eq!(r.status, 400, "{}", r.json);
+    assert_eq!(
+        r.json["data"]["requests"]["30"]["response"],
+        rejection(
+            "title",
+            "validation_audit",
+            "Refused inside the transaction.",
+            "Failed to create record."
+        )
+    );
+    // A before-hook refusal too.
+    let mut rejected = requests.clone();
+    rejected[20]["body"]["title"] = json!("!!!");
+    let r = s.req("POST", "/api/batch", None, Some(&json!({"requests": rejected})));
+    assert_eq!(r.status, 400, "{}", r.json);
+    assert_eq!(
+        r.json["data"]["requests"]["20"]["response"]["data"]["title"]["code"],
+        "validation_slug_empty"
+    );
+    assert_eq!(count(&s, &su, "posts", ""), 0);
+    assert_eq!(count(&s, &su, "audit_log", ""), 0);
+
+    let r = s.req("POST", "/api/batch", None, Some(&json!({"requests": requests})));
+    assert_eq!(r.status, 200, "{}", r.json);
+    let out = r.json.as_array().unwrap();
+    assert_eq!(out.len(), 50);
+    // Before-hooks patched each create and update as a single request would have been.
+    assert_eq!(out[7]["body"]["slug"], "batch-post-7");
+    assert_eq!(out[40]["body"]["title"], "Edited 0");
+    assert_eq!(out[49], json!({"body": null, "status": 204}));
+    assert_eq!(count(&s, &su, "posts", ""), 35);
+    // In-transaction hooks wrote one audit row per write, committed with them.
+    assert_eq!(count(&s, &su, "audit_log", ""), 50);
+    // After-commit events: one per write, once, in the batch's order.
+    let stats = eventually("the batch's after-commit events", || {
+        let r = s.req("GET", "/api/audit/stats", None, None);
+        (r.json["commits"] == 50).then_some(r.json)
+    });
+    let titles: Vec<String> = (0..40)
+        .map(|i| format!("Batch Post {i}"))
+        .chain((0..5).map(|i| format!("Edited {i}")))
+        .chain((35..40).map(|i| format!("Batch Post {i}")))
+        .collect();
+    assert_eq!(stats["titles"], titles.join(","), "{stats}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        s.req("GET", "/api/audit/stats", None, None).json["commits"],
+        50,
+        "the refused batches never reached after-commit"
+    );
+}
