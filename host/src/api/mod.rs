@@ -288,6 +288,10 @@ pub(crate) fn router(state: Shared) -> Router {
             get(collections::scaffolds),
         )
         .route(
+            "/api/collections/meta/dry-run-view",
+            post(collections::dry_run_view),
+        )
+        .route(
             "/api/collections/{collection}",
             get(collections::view)
                 .patch(collections::update)

@@ -383,6 +383,30 @@ pub(crate) fn infer_view_fields(
     probed
 }
 
+/// PocketBase's dry run of a view query (the dashboard's preview): the fields a view collection
+/// `c` (named, typed as a view, its query set) would get, and up to `limit` of its rows read
+/// through a real view of that name. Everything is rolled back.
+pub(crate) fn dry_run_view(
+    conn: Conn<'_>,
+    schema: &Schema,
+    c: &Collection,
+    limit: i64,
+) -> Result<(Vec<Field>, Vec<super::StoreRecord>)> {
+    let fields = infer_view_fields(conn, schema, c.view_query())?;
+    let mut view = c.clone();
+    view.fields = fields.clone();
+    let db = conn.0;
+    db.execute_batch("SAVEPOINT view_dry_run")?;
+    let rows = db
+        .execute_batch(&format!("CREATE VIEW {} AS {}", q(&c.name), c.view_query()))
+        .map_err(|e| view_refused(sqlite_reason(&e)))
+        .and_then(|()| {
+            super::records::list(conn, &view, &crate::query::Select::default(), limit, 0)
+        });
+    db.execute_batch("ROLLBACK TO view_dry_run; RELEASE view_dry_run")?;
+    Ok((fields, rows?))
+}
+
 fn probe_view(conn: &Connection, schema: &Schema, query: &str) -> Result<Vec<Field>> {
     conn.execute_batch(&format!("CREATE VIEW `_ferrobase_view_probe` AS {query}"))
         .map_err(|e| view_refused(sqlite_reason(&e)))?;

@@ -925,13 +925,19 @@ fn a_batch_runs_every_hook_in_its_one_transaction_and_announces_after_its_commit
     requests.extend((0..5).map(|i| {
         json!({"method": "PATCH", "url": format!("{posts}/{}", id(i)), "body": {"title": format!("Edited {i}")}})
     }));
-    requests.extend((35..40).map(|i| json!({"method": "DELETE", "url": format!("{posts}/{}", id(i))})));
+    requests
+        .extend((35..40).map(|i| json!({"method": "DELETE", "url": format!("{posts}/{}", id(i))})));
 
     // An in-transaction refusal anywhere rolls the whole batch back: no post, no audit row, no
     // after-commit event.
     let mut refused = requests.clone();
     refused[30]["body"]["title"] = json!("forbidden-in-tx");
-    let r = s.req("POST", "/api/batch", None, Some(&json!({"requests": refused})));
+    let r = s.req(
+        "POST",
+        "/api/batch",
+        None,
+        Some(&json!({"requests": refused})),
+    );
     assert_eq!(r.status, 400, "{}", r.json);
     assert_eq!(
         r.json["data"]["requests"]["30"]["response"],
@@ -945,7 +951,12 @@ fn a_batch_runs_every_hook_in_its_one_transaction_and_announces_after_its_commit
     // A before-hook refusal too.
     let mut rejected = requests.clone();
     rejected[20]["body"]["title"] = json!("!!!");
-    let r = s.req("POST", "/api/batch", None, Some(&json!({"requests": rejected})));
+    let r = s.req(
+        "POST",
+        "/api/batch",
+        None,
+        Some(&json!({"requests": rejected})),
+    );
     assert_eq!(r.status, 400, "{}", r.json);
     assert_eq!(
         r.json["data"]["requests"]["20"]["response"]["data"]["title"]["code"],
@@ -954,7 +965,12 @@ fn a_batch_runs_every_hook_in_its_one_transaction_and_announces_after_its_commit
     assert_eq!(count(&s, &su, "posts", ""), 0);
     assert_eq!(count(&s, &su, "audit_log", ""), 0);
 
-    let r = s.req("POST", "/api/batch", None, Some(&json!({"requests": requests})));
+    let r = s.req(
+        "POST",
+        "/api/batch",
+        None,
+        Some(&json!({"requests": requests})),
+    );
     assert_eq!(r.status, 200, "{}", r.json);
     let out = r.json.as_array().unwrap();
     assert_eq!(out.len(), 50);
