@@ -75,9 +75,14 @@ pub(crate) async fn serve(
     )
     .await
     .map_err(std::io::Error::other)?;
+    let feed = Arc::new(crate::records::feed::Feed::default());
+    feed.listen(Arc::new(crate::records::feed::AfterCommitHooks(
+        Arc::clone(&plugins),
+    )));
     let records = Arc::new(crate::records::Records {
         store: Arc::clone(&store),
         plugins: Arc::clone(&plugins),
+        feed,
     });
     plugins.set_services(Arc::new(crate::records::services::RecordServices {
         records: Arc::downgrade(&records),

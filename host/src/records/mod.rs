@@ -6,6 +6,7 @@
 mod access;
 pub(crate) mod batch;
 pub(crate) mod expand;
+pub(crate) mod feed;
 pub(crate) mod json;
 pub(crate) mod read;
 mod rules;
@@ -26,6 +27,8 @@ use std::sync::Arc;
 pub(crate) struct Records {
     pub store: Arc<Store>,
     pub plugins: Arc<Plugins>,
+    /// Committed changes, in commit order, for after-commit hooks and realtime.
+    pub feed: Arc<feed::Feed>,
 }
 
 pub(crate) const MSG_CREATE_FAILED: &str = "Failed to create record.";

@@ -9,13 +9,13 @@
 
 mod draft;
 
+use super::feed::Committed;
 use super::{
     Access, Action as RuleAction, MSG_CREATE_FAILED, MSG_DELETE_FAILED, MSG_UPDATE_FAILED,
     RecordError, Records, Result,
 };
 use crate::plugins::{
-    Action, CallFacts, Change, HookOutcome, HookSlots, Loaded, PluginRecord, Rejection,
-    run_in_transaction,
+    Action, CallFacts, HookOutcome, HookSlots, Loaded, PluginRecord, Rejection, run_in_transaction,
 };
 use crate::query::Select;
 use crate::schema::Collection;
@@ -32,7 +32,7 @@ use std::sync::Arc;
 pub(crate) enum WriteOutcome {
     Done(StoreRecord),
     /// A delete: the record as it was.
-    Deleted(PluginRecord),
+    Deleted(StoreRecord),
     RuleFailed,
     /// Relation fields whose ids were not found.
     MissingRelations(Vec<String>),
@@ -292,37 +292,36 @@ impl<'a> Writer<'a> {
         })
     }
 
-    /// What to run on the writer once the write committed: queue the change for after-commit
-    /// hooks. None (no cost) when no plugin listens to this collection.
+    /// What to announce once the write committed: the change, numbered in commit order, for
+    /// the feed's listeners (after-commit hooks, realtime). None (no cost) when none of them
+    /// wants this collection.
     fn commit_notice(
         &self,
-        slots: Option<&HookSlots>,
         c: &Arc<Collection>,
         action: Action,
-        previous: Option<PluginRecord>,
+        previous: Option<StoreRecord>,
     ) -> Option<OnCommit<WriteOutcome>> {
-        let s = slots?;
-        if s.after_commit.is_empty() {
+        let feed = Arc::clone(&self.records.feed);
+        if !feed.wants(c) {
             return None;
         }
-        let plugins = Arc::clone(&self.records.plugins);
         let c = Arc::clone(c);
         let actor = self.access.who.map(super::Caller::principal);
         Some(Box::new(move |out: &WriteOutcome| {
             let record = match out {
-                WriteOutcome::Done(saved) => PluginRecord::from_stored(&c, saved),
-                WriteOutcome::Deleted(pre) => pre.clone(),
+                WriteOutcome::Done(saved) => saved.clone(),
+                WriteOutcome::Deleted(gone) => gone.clone(),
                 _ => return None,
             };
-            let change = Change {
+            let change = Committed {
+                seq: 0,
                 action,
-                collection_id: c.id.clone(),
+                collection: c,
                 record,
                 previous,
                 actor,
-                seq: 0,
             };
-            Some(Box::new(move || plugins.committed(vec![change])) as Announce)
+            Some(Box::new(move || feed.publish(change)) as Announce)
         }))
     }
 
@@ -445,7 +444,7 @@ impl<'a> Writer<'a> {
             rule,
             in_tx: self.in_tx(slots),
         };
-        let notify = self.commit_notice(slots, c, Action::Create, None);
+        let notify = self.commit_notice(c, Action::Create, None);
         self.save(prepared, notify).await
     }
 
@@ -475,6 +474,7 @@ impl<'a> Writer<'a> {
         let reg = self.records.plugins.registry();
         let slots = reg.hooks(&c.id);
         let previous = slots.map(|_| PluginRecord::from_stored(c, &existing));
+        let wanted = self.records.feed.wants(c).then(|| existing.clone());
         if let Some(s) = slots
             && !s.before_update.is_empty()
         {
@@ -544,7 +544,7 @@ impl<'a> Writer<'a> {
             rule: None,
             in_tx: self.in_tx(slots),
         };
-        let notify = self.commit_notice(slots, c, Action::Update, previous);
+        let notify = self.commit_notice(c, Action::Update, wanted);
         self.save(prepared, notify).await
     }
 
@@ -575,7 +575,7 @@ impl<'a> Writer<'a> {
         }
         let c2 = Arc::clone(c);
         let in_tx = self.in_tx(slots);
-        let notify = self.commit_notice(slots, c, Action::Delete, None);
+        let notify = self.commit_notice(c, Action::Delete, None);
         let outcome = self
             .commit_write(
                 move |conn| {
@@ -584,13 +584,14 @@ impl<'a> Writer<'a> {
                             return Ok(Keep::Rollback(WriteOutcome::RuleFailed));
                         };
                         store_records::delete(tx, &schema, &c2, &id, 0)?;
-                        let rec = pre.unwrap_or_else(|| PluginRecord::from_stored(&c2, &current));
-                        if let Some(hooks) = in_tx
-                            && let Some(stop) = hooks.run(Action::Delete, &rec, tx)
-                        {
-                            return Ok(Keep::Rollback(stop));
+                        if let Some(hooks) = in_tx {
+                            let rec =
+                                pre.unwrap_or_else(|| PluginRecord::from_stored(&c2, &current));
+                            if let Some(stop) = hooks.run(Action::Delete, &rec, tx) {
+                                return Ok(Keep::Rollback(stop));
+                            }
                         }
-                        Ok(Keep::Commit(WriteOutcome::Deleted(rec)))
+                        Ok(Keep::Commit(WriteOutcome::Deleted(current)))
                     })
                 },
                 notify,
