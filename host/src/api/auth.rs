@@ -271,7 +271,7 @@ pub(crate) async fn refresh(
     let (headers, raw) = (&head.headers, head.uri.query().map(str::to_owned));
     let c = auth_collection(&state, &key)?;
     limit(&state, &head, &c, &["authRefresh"]).await?;
-    let who = caller(&state, &headers)
+    let who = caller(&state, headers)
         .await
         .ok_or_else(ApiError::requires_auth)?;
     if who.collection.id != c.id {

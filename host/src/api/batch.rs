@@ -244,17 +244,24 @@ fn upsert_id(body: &Map<String, Value>) -> String {
     }
 }
 
+/// Who runs the batch: what every inner request shares.
+struct Runner<'a> {
+    state: &'a Shared,
+    batch: &'a Batch<'a>,
+    who: Option<&'a Caller>,
+    ip: Option<&'a str>,
+    extensions: &'a axum::http::Extensions,
+}
+
 /// Run one inner request in the batch: what its single form runs, as the batch's caller.
 async fn run_one(
-    state: &Shared,
-    batch: &Batch<'_>,
+    run: &Runner<'_>,
     item: &Inner,
     facts: &Facts,
-    who: Option<&Caller>,
-    ip: Option<&str>,
-    extensions: &axum::http::Extensions,
     first: bool,
 ) -> Result<Done, ApiError> {
+    let (state, batch, who, ip, extensions) =
+        (run.state, run.batch, run.who, run.ip, run.extensions);
     // An action PocketBase's batch does not know fails as its unknown-action error does: a
     // plain error, which PocketBase answers with 400 for the first request and, passed back
     // through the previous request's handler, with 500 for any later one.
@@ -391,18 +398,14 @@ pub(crate) async fn batch(State(state): State<Shared>, request: Request) -> ApiR
         let batch = Batch::begin(&state.records).await?;
         let mut done = Vec::with_capacity(items.len());
         for (i, (item, f)) in items.iter().zip(&facts).enumerate() {
-            match run_one(
-                &state,
-                &batch,
-                item,
-                f,
-                who.as_ref(),
-                ip.as_deref(),
-                &head.extensions,
-                i == 0,
-            )
-            .await
-            {
+            let runner = Runner {
+                state: &state,
+                batch: &batch,
+                who: who.as_ref(),
+                ip: ip.as_deref(),
+                extensions: &head.extensions,
+            };
+            match run_one(&runner, item, f, i == 0).await {
                 Ok(d) => done.push(d),
                 Err(e) => return Ok(Err(failed_at(i, e))),
             }

@@ -179,10 +179,13 @@ enum Job {
     },
 }
 
+/// A step's work: it runs on the open transaction and may leave announcements.
+type StepFn = Box<dyn FnOnce(&Connection, &mut Vec<Announce>) + Send>;
+
 /// One step of a [`Tx`]: run a closure in the open transaction (it may leave announcements for
 /// after the COMMIT), or commit.
 enum Step {
-    Run(Box<dyn FnOnce(&Connection, &mut Vec<Announce>) + Send>),
+    Run(StepFn),
     Commit(oneshot::Sender<Result<()>>),
 }
 

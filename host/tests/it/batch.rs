@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 use std::collections::BTreeSet;
 
 const DEFAULT_CASES: u64 = 300;
-const DEFAULT_SEED: u64 = 0xba7c_4e5;
+const DEFAULT_SEED: u64 = 0x0ba7_c4e5;
 const USER_PASS: &str = "user-pass-1234";
 const USERS: [&str; 2] = ["user00000000001", "user00000000002"];
 const COLLECTIONS: [&str; 4] = ["cats", "notes", "pinned", "locked"];
@@ -548,7 +548,7 @@ fn a_batch_failing_at_any_request_writes_nothing_and_the_cache_shows_nothing_of_
 #[test]
 fn single_writes_never_interleave_with_a_batch() {
     let (s, _su) = posts_server();
-    let dir = std::thread::scope(|scope| {
+    std::thread::scope(|scope| {
         let singles = scope.spawn(|| {
             for i in 0..300 {
                 let r = s.req(
@@ -571,7 +571,6 @@ fn single_writes_never_interleave_with_a_batch() {
         }
         singles.join().unwrap();
     });
-    let _ = dir;
     let kept = s.into_dir();
     let data = kept.path().join("pb_data");
     // In the file, each batch's rows are consecutive: no single create landed inside one.

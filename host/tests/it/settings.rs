@@ -183,7 +183,10 @@ fn boolean(rng: &mut Rng) -> Value {
 
 /// Some keys of a section, each with a generated value; sometimes a key in another case, an
 /// unknown key, or the whole section null.
-fn section(rng: &mut Rng, keys: &[(&str, &dyn Fn(&mut Rng) -> Value)]) -> Value {
+/// A generator of one key's value.
+type Gen<'a> = &'a dyn Fn(&mut Rng) -> Value;
+
+fn section(rng: &mut Rng, keys: &[(&str, Gen)]) -> Value {
     if rng.pct(3) {
         return Value::Null;
     }
