@@ -11,6 +11,7 @@ mod cron;
 mod http;
 mod plugins;
 mod query;
+mod realtime;
 mod records;
 mod schema;
 mod settings;

@@ -11,6 +11,7 @@ mod extract;
 mod health;
 mod plugin_routes;
 pub(crate) mod rate_limit;
+mod realtime;
 mod records;
 mod settings;
 mod trace;
@@ -35,6 +36,8 @@ pub(crate) struct AppState {
     pub settings: Arc<crate::settings::Live>,
     /// The request counters of `settings.rateLimits`.
     pub limiters: rate_limit::Limiters,
+    /// Realtime clients and their subscriptions.
+    pub realtime: Arc<crate::realtime::Hub>,
     pub cfg: Arc<Config>,
     pub caches: cache::Caches,
     pub plugins: Arc<crate::plugins::Plugins>,
@@ -329,6 +332,10 @@ pub(crate) fn router(state: Shared) -> Router {
         )
         .route("/api/settings", get(settings::view).patch(settings::update))
         .route("/api/batch", post(batch::batch))
+        .route(
+            "/api/realtime",
+            get(realtime::connect).post(realtime::subscribe),
+        )
         .route("/api/settings/test/s3", post(settings::test_s3))
         .route("/api/settings/test/email", post(settings::test_email))
         .route("/api/crons", get(plugin_routes::crons_list))

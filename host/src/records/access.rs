@@ -76,6 +76,15 @@ impl RequestHeaders for () {
     fn each(&self, _: &mut dyn FnMut(&str, &str)) {}
 }
 
+/// Headers given as pairs (a realtime subscription's `options.headers`).
+impl RequestHeaders for Vec<(String, String)> {
+    fn each(&self, f: &mut dyn FnMut(&str, &str)) {
+        for (k, v) in self {
+            f(k, v);
+        }
+    }
+}
+
 static NO_QUERY: LazyLock<Map<String, Value>> = LazyLock::new(Map::new);
 
 /// Who is asking, and in which request. Borrowed from the request for the length of one call;

@@ -11,6 +11,7 @@ pub(crate) mod json;
 pub(crate) mod read;
 mod rules;
 pub(crate) mod services;
+pub(crate) mod watch;
 mod write;
 
 pub(crate) use access::{Access, Caller, RequestHeaders};

@@ -209,6 +209,47 @@ pub(crate) fn get(
     Ok(fetch(conn, c, &sql, &params)?.into_iter().next())
 }
 
+/// Whether `row` (one record of `c`, held in memory) satisfies `sel`, compiled against `c`
+/// under another name than its table's (`c.name` here is that other name): the row stands in
+/// a one-row CTE of that name, so the condition sees the record as given while every other
+/// table, the collection's own included through relations, is read as stored. This is how a
+/// change is checked against subscribers' rules without reading it back, and how a deleted
+/// record is checked at all.
+pub(crate) fn row_matches(
+    conn: Conn<'_>,
+    c: &Collection,
+    row: &[Stored],
+    sel: &Select,
+) -> Result<bool> {
+    let conn = conn.0;
+    let base = sel.params.len();
+    let values = c
+        .fields
+        .iter()
+        .enumerate()
+        .map(|(i, f)| format!("?{} AS {}", base + i + 1, q(&f.name)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let t = q(&c.name);
+    let mut sql = format!(
+        "WITH {t} AS (SELECT {values}) SELECT 1 FROM {t}{}",
+        sel.joins
+    );
+    if !sel.where_sql.is_empty() {
+        sql.push_str(" WHERE ");
+        sql.push_str(&sel.where_sql);
+    }
+    sql.push_str(" LIMIT 1");
+    let params: Vec<&dyn ToSql> = sel
+        .params
+        .iter()
+        .chain(row.iter())
+        .map(|p| p as &dyn ToSql)
+        .collect();
+    let mut stmt = conn.prepare_cached(&sql)?;
+    Ok(stmt.exists(params.as_slice())?)
+}
+
 /// The subset of `ids` that exist in `c`.
 pub(crate) fn existing_ids(
     conn: Conn<'_>,
