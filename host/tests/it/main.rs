@@ -16,6 +16,7 @@ mod fuzz_corpus;
 mod http;
 mod plugins;
 mod query_snapshots;
+mod realtime;
 mod security;
 mod settings;
 mod tidy;
