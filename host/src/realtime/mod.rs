@@ -277,6 +277,11 @@ impl Listener for Hub {
         c.is_auth() && self.bound.lock().is_ok_and(|m| m.contains_key(&c.id))
     }
 
+    fn active(&self) -> bool {
+        self.subscribed.load(Ordering::Relaxed) > 0
+            || self.bound.lock().is_ok_and(|m| !m.is_empty())
+    }
+
     fn committed(&self, change: &Arc<Committed>) {
         let _ = self.changes.send(Arc::clone(change));
     }

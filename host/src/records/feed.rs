@@ -31,6 +31,8 @@ pub(crate) struct Committed {
 pub(crate) trait Listener: Send + Sync {
     /// Whether changes of `c` concern this listener now. Asked before every write: keep it cheap.
     fn wants(&self, c: &Collection) -> bool;
+    /// Whether any change may concern it now (a delete's cascades reach other collections).
+    fn active(&self) -> bool;
     /// A committed change, in commit order. Runs on the writer thread: must not block (queue
     /// the work and return).
     fn committed(&self, change: &Arc<Committed>);
@@ -58,6 +60,11 @@ impl Feed {
         self.listeners.store(Arc::new(all));
     }
 
+    /// Whether any listener may want any change now.
+    pub(crate) fn active(&self) -> bool {
+        self.listeners.load().iter().any(|l| l.active())
+    }
+
     /// Whether any listener wants changes of `c`.
     pub(crate) fn wants(&self, c: &Collection) -> bool {
         self.listeners.load().iter().any(|l| l.wants(c))
@@ -83,6 +90,10 @@ impl Listener for AfterCommitHooks {
             .registry()
             .hooks(&c.id)
             .is_some_and(|s| !s.after_commit.is_empty())
+    }
+
+    fn active(&self) -> bool {
+        !self.0.registry().plugins.is_empty()
     }
 
     fn committed(&self, change: &Arc<Committed>) {

@@ -140,10 +140,21 @@ fn fixture(s: &Server) -> [Option<String>; 4] {
         &su,
         json!({"name": "notes", "fields": [{"name": "text", "type": "text"}]}),
     );
+    let posts_id = s.req("GET", "/api/collections/posts", Some(&su), None).json["id"].clone();
+    // Deleting a post deletes its comments and unlinks the pub records that name it: both
+    // reach subscribers as their own events.
     s.create_collection(
         &su,
         json!({"name": "pub", "listRule": "", "viewRule": "",
-               "fields": [{"name": "v", "type": "text"}, {"name": "n", "type": "number"}]}),
+               "fields": [{"name": "v", "type": "text"}, {"name": "n", "type": "number"},
+                          {"name": "post", "type": "relation", "collectionId": posts_id, "maxSelect": 1}]}),
+    );
+    s.create_collection(
+        &su,
+        json!({"name": "comments", "listRule": "", "viewRule": "",
+               "fields": [{"name": "text", "type": "text"},
+                          {"name": "post", "type": "relation", "collectionId": posts_id, "maxSelect": 1,
+                           "cascadeDelete": true}]}),
     );
     let token = |i: usize| {
         s.login("users", &format!("rt{i}@example.com"), USER_PASS)
@@ -176,19 +187,22 @@ fn topics(rng: &mut Rng) -> Vec<String> {
         format!("pub/*{}", options(json!({"query": {"filter": "n > 5"}}))),
         "notes/*".to_owned(),
         "pbc_missing/*".to_owned(),
+        "comments/*".to_owned(),
     ];
     pool.iter().filter(|_| rng.pct(45)).cloned().collect()
 }
 
 /// A generated write, by a superuser: creates, updates and deletes over fixed ids.
 fn write(rng: &mut Rng, s: &Server, su: &str) {
-    let coll = *rng.pick(&["posts", "posts", "pub", "notes"]);
+    let coll = *rng.pick(&["posts", "posts", "pub", "notes", "comments"]);
     let id = format!("{}{:011}", &coll[..4.min(coll.len())], rng.below(6));
     let id = format!("{id:0<15}");
+    let post = format!("post{:011}", rng.below(6));
     let body = match coll {
         "posts" => json!({"title": format!("t{}", rng.below(100)), "public": rng.pct(40),
                           "owner": rng.pick(&["", USERS[0], USERS[1]]), "secret": "s"}),
-        "pub" => json!({"v": "x", "n": rng.below(10)}),
+        "pub" => json!({"v": "x", "n": rng.below(10), "post": post}),
+        "comments" => json!({"text": "c", "post": post}),
         _ => json!({"text": "n"}),
     };
     let base = format!("/api/collections/{coll}/records");
@@ -562,5 +576,68 @@ fn an_idle_stream_is_closed_and_subscription_requests_are_checked() {
     assert_eq!(
         r.json["message"],
         "The current and the previous request authorization don't match."
+    );
+}
+
+#[test]
+fn a_delete_announces_what_its_relations_did_first() {
+    let s = Server::start();
+    let su = s.su_token();
+    fixture(&s);
+    let sse = Sse::open(&s.addr);
+    assert_eq!(
+        subscribe(
+            &s,
+            &sse,
+            Some(&su),
+            &["posts/*".into(), "comments/*".into(), "pub/*".into()]
+        ),
+        204
+    );
+    let mk = |coll: &str, body: Value| {
+        let r = s.req(
+            "POST",
+            &format!("/api/collections/{coll}/records"),
+            Some(&su),
+            Some(&body),
+        );
+        assert_eq!(r.status, 200, "{}", r.json);
+    };
+    mk("posts", json!({"id": "post00000000009", "title": "p"}));
+    mk(
+        "comments",
+        json!({"id": "comm00000000009", "text": "c", "post": "post00000000009"}),
+    );
+    mk(
+        "pub",
+        json!({"id": "pubx00000000009", "v": "v", "post": "post00000000009"}),
+    );
+    sse.drain(Duration::from_millis(300));
+    let r = s.req(
+        "DELETE",
+        "/api/collections/posts/records/post00000000009",
+        Some(&su),
+        None,
+    );
+    assert_eq!(r.status, 204);
+    let got: Vec<(String, String, String)> = sse
+        .drain(Duration::from_millis(300))
+        .into_iter()
+        .map(|(n, d)| {
+            (
+                n,
+                d["action"].as_str().unwrap().to_owned(),
+                d["record"]["id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let want = |n: &str, a: &str, id: &str| (n.to_owned(), a.to_owned(), id.to_owned());
+    assert_eq!(
+        got,
+        [
+            want("pub/*", "update", "pubx00000000009"),
+            want("comments/*", "delete", "comm00000000009"),
+            want("posts/*", "delete", "post00000000009"),
+        ]
     );
 }

@@ -21,6 +21,7 @@ use crate::query::Select;
 use crate::schema::Collection;
 use crate::schema::define::verr;
 use crate::schema::value::Stored;
+use crate::store::records::Cascaded;
 use crate::store::{
     Announce, Conn, Keep, OnCommit, StoreError, StoreRecord, Tx, records as store_records,
 };
@@ -31,8 +32,8 @@ use std::sync::Arc;
 /// How a write ended on the writer.
 pub(crate) enum WriteOutcome {
     Done(StoreRecord),
-    /// A delete: the record as it was.
-    Deleted(StoreRecord),
+    /// A delete: the record as it was, and what its relations did to other records.
+    Deleted(StoreRecord, Vec<Cascaded>),
     RuleFailed,
     /// Relation fields whose ids were not found.
     MissingRelations(Vec<String>),
@@ -84,7 +85,7 @@ fn refused(outcome: WriteOutcome, message: &'static str) -> RecordError {
         }
         WriteOutcome::Rejected(r) => RecordError::Rejected(r),
         WriteOutcome::HookFailed(e) => hook_failed(message, &e),
-        WriteOutcome::RuleFailed | WriteOutcome::Done(_) | WriteOutcome::Deleted(_) => {
+        WriteOutcome::RuleFailed | WriteOutcome::Done(_) | WriteOutcome::Deleted(..) => {
             RecordError::NotFound
         }
     }
@@ -167,6 +168,11 @@ impl Prepared {
             Ok(Keep::Commit(WriteOutcome::Done(saved)))
         })
     }
+}
+
+/// Whether a delete's cascades are worth recording: someone may want them.
+fn notice_wanted(feed: &super::feed::Feed, c: &Collection) -> bool {
+    feed.active() || feed.wants(c)
 }
 
 /// Whether `rule` admits the would-be record `row`: written in a savepoint, looked at, rolled
@@ -302,26 +308,47 @@ impl<'a> Writer<'a> {
         previous: Option<StoreRecord>,
     ) -> Option<OnCommit<WriteOutcome>> {
         let feed = Arc::clone(&self.records.feed);
-        if !feed.wants(c) {
+        // A delete's cascades may reach collections a listener wants even when this one is not.
+        if !(feed.wants(c) || (action == Action::Delete && feed.active())) {
             return None;
         }
         let c = Arc::clone(c);
         let actor = self.access.who.map(super::Caller::principal);
         Some(Box::new(move |out: &WriteOutcome| {
-            let record = match out {
-                WriteOutcome::Done(saved) => saved.clone(),
-                WriteOutcome::Deleted(gone) => gone.clone(),
-                _ => return None,
-            };
-            let change = Committed {
+            let change = |action, collection, record, previous| Committed {
                 seq: 0,
                 action,
-                collection: c,
+                collection,
                 record,
                 previous,
-                actor,
+                actor: actor.clone(),
             };
-            Some(Box::new(move || feed.publish(change)) as Announce)
+            // Cascades first: PocketBase deletes (or unlinks) the referencing records before
+            // the record itself.
+            let changes: Vec<Committed> = match out {
+                WriteOutcome::Done(saved) => vec![change(action, c, saved.clone(), previous)],
+                WriteOutcome::Deleted(gone, cascaded) => cascaded
+                    .iter()
+                    .map(|k| match k {
+                        Cascaded::Deleted(oc, row) => {
+                            change(Action::Delete, Arc::clone(oc), row.clone(), None)
+                        }
+                        Cascaded::Updated(oc, after, before) => change(
+                            Action::Update,
+                            Arc::clone(oc),
+                            after.clone(),
+                            Some(before.clone()),
+                        ),
+                    })
+                    .chain(std::iter::once(change(action, c, gone.clone(), None)))
+                    .collect(),
+                _ => return None,
+            };
+            Some(Box::new(move || {
+                for ch in changes {
+                    feed.publish(ch);
+                }
+            }) as Announce)
         }))
     }
 
@@ -575,6 +602,7 @@ impl<'a> Writer<'a> {
         }
         let c2 = Arc::clone(c);
         let in_tx = self.in_tx(slots);
+        let keep_trail = notice_wanted(&self.records.feed, c);
         let notify = self.commit_notice(c, Action::Delete, None);
         let outcome = self
             .commit_write(
@@ -583,7 +611,8 @@ impl<'a> Writer<'a> {
                         let Some(current) = store_records::get(tx, &c2, &id, rule.as_ref())? else {
                             return Ok(Keep::Rollback(WriteOutcome::RuleFailed));
                         };
-                        store_records::delete(tx, &schema, &c2, &id, 0)?;
+                        let mut trail = keep_trail.then(Vec::new);
+                        store_records::delete(tx, &schema, &c2, &id, 0, trail.as_mut())?;
                         if let Some(hooks) = in_tx {
                             let rec =
                                 pre.unwrap_or_else(|| PluginRecord::from_stored(&c2, &current));
@@ -591,7 +620,10 @@ impl<'a> Writer<'a> {
                                 return Ok(Keep::Rollback(stop));
                             }
                         }
-                        Ok(Keep::Commit(WriteOutcome::Deleted(current)))
+                        Ok(Keep::Commit(WriteOutcome::Deleted(
+                            current,
+                            trail.unwrap_or_default(),
+                        )))
                     })
                 },
                 notify,
@@ -602,7 +634,7 @@ impl<'a> Writer<'a> {
                 other => RecordError::Store(other),
             })?;
         match outcome {
-            WriteOutcome::Deleted(_) => Ok(()),
+            WriteOutcome::Deleted(..) => Ok(()),
             other => Err(refused(other, MSG_DELETE_FAILED)),
         }
     }
