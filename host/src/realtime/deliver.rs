@@ -218,7 +218,6 @@ async fn deliver(hub: &Hub, records: &Records, change: &Arc<Committed>) -> Resul
                             c,
                             change.record.clone(),
                             &access,
-                            &viewer,
                             fields,
                             expand,
                         )?;

@@ -120,7 +120,7 @@ fn as_text(v: &Value) -> String {
 /// letter that follows a lower-case one, joined by `_`, lower-cased.
 fn snake_case(s: &str) -> String {
     let mut out = String::new();
-    for word in s.split(|c: char| !(c.is_alphanumeric() || c == '_') || c == '_') {
+    for word in s.split(|c: char| !c.is_alphanumeric()) {
         if word.is_empty() {
             continue;
         }

@@ -4,7 +4,7 @@
 //! not read back, so a deleted record is checked too.
 
 use super::expand::expand_rows;
-use super::json::{FieldsFilter, Viewer, record_json};
+use super::json::{FieldsFilter, record_json};
 use super::{Access, Action, Gate, gate, read};
 use crate::query::{self, Query, Select};
 use crate::schema::{Collection, Schema};
@@ -86,10 +86,10 @@ pub(crate) fn record_for(
     c: &Arc<Collection>,
     row: StoreRecord,
     access: &Access<'_>,
-    viewer: &Viewer,
     fields: Option<&str>,
     expand: Option<&str>,
 ) -> crate::store::Result<Value> {
+    let viewer = access.viewer();
     let expanded = match read::expanding(schema, access, expand) {
         Some((paths, ctx)) => expand_rows(conn, &ctx, c, std::slice::from_ref(&row), &paths)?
             .into_iter()
@@ -97,7 +97,7 @@ pub(crate) fn record_for(
             .flatten(),
         None => None,
     };
-    let mut m: Map<String, Value> = record_json(c, row, viewer);
+    let mut m: Map<String, Value> = record_json(c, row, &viewer);
     if let Some(e) = expanded {
         m.insert("expand".into(), Value::Object(e));
     }

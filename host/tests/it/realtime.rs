@@ -641,3 +641,64 @@ fn a_delete_announces_what_its_relations_did_first() {
         ]
     );
 }
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_flood_of_streams_that_never_read_keeps_memory_bounded() {
+    // The process itself: its memory is what is measured.
+    let s = Server::start_process();
+    let su = s.su_token();
+    public_collection(&s, &su, "pub");
+    // Warm the server up first, so the measurement is of the clients.
+    let warm: Vec<TcpStream> = (0..20)
+        .map(|_| {
+            let mut t = TcpStream::connect(&s.addr).unwrap();
+            write!(t, "GET /api/realtime HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+            t
+        })
+        .collect();
+    drop(warm);
+    std::thread::sleep(Duration::from_millis(300));
+    let before = rss_kib(s.pid());
+    const CLIENTS: u64 = 1000;
+    let mut held = Vec::new();
+    for _ in 0..CLIENTS {
+        let mut t = TcpStream::connect(&s.addr).unwrap();
+        write!(t, "GET /api/realtime HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+        held.push(t);
+    }
+    // Every stream is registered (each gets its PB_CONNECT) though none is read: a write to the
+    // collection they might follow still answers at once.
+    std::thread::sleep(Duration::from_millis(500));
+    let t = Instant::now();
+    let r = s.req(
+        "POST",
+        "/api/collections/pub/records",
+        None,
+        Some(&json!({"title": "still serving"})),
+    );
+    assert_eq!(r.status, 200);
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    let during = rss_kib(s.pid());
+    let per_client = (during.saturating_sub(before)) * 1024 / CLIENTS;
+    println!(
+        "realtime memory: {before} KiB before, {during} KiB with {CLIENTS} idle streams: {per_client} bytes each"
+    );
+    assert!(
+        per_client < 32 << 10,
+        "{per_client} bytes per idle stream ({before} -> {during} KiB)"
+    );
+    drop(held);
+    // Closed streams are forgotten: the server still serves, and a new stream works.
+    std::thread::sleep(Duration::from_millis(300));
+    let sse = Sse::open(&s.addr);
+    assert_eq!(subscribe(&s, &sse, None, &["pub/*".into()]), 204);
+}
