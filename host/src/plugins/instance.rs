@@ -7,7 +7,7 @@ use super::bindings::exports::ferrobase::plugin::{
 };
 use super::bindings::{Plugin, PluginPre};
 use super::engine::{Runtime, hex, root_message};
-use super::host::{CallCtx, HostState, PluginEnv, TxOp};
+use super::host::{CallCtx, HIDDEN_PREFIX, HostState, Live, PluginEnv, TxOp};
 use crate::config::{PluginEntry, PluginsConfig};
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
@@ -18,9 +18,30 @@ use tokio::sync::{Semaphore, mpsc};
 use wasmtime::component::Resource;
 use wasmtime::{Store as WStore, UpdateDeadline};
 
+/// The capabilities a plugin may want (and pb.toml grant), besides
+/// `db:hidden:<collection>.<field>`.
+const CAPABILITIES: &[&str] = &["db:read", "db:write", "kv", "http", "clock"];
+
+/// Why a capability name is not one: `None` when it is.
+fn capability_problem(want: &str) -> Option<String> {
+    if CAPABILITIES.contains(&want) {
+        return None;
+    }
+    let ok = want
+        .strip_prefix(HIDDEN_PREFIX)
+        .and_then(|rest| rest.split_once('.'))
+        .is_some_and(|(c, f)| {
+            let word =
+                |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            word(c) && word(f)
+        });
+    (!ok).then(|| format!("wants unknown capability {want:?}"))
+}
+
 /// The limits one plugin runs under (pb.toml's `[plugins.<name>]` over `[plugins]`).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Settings {
+    /// What the plugin holds: pb.toml's grants that its manifest also wants.
     pub grants: Vec<String>,
     pub http_allow: Vec<String>,
     pub memory: usize,
@@ -34,15 +55,24 @@ pub(crate) struct Settings {
 }
 
 impl Settings {
-    pub(crate) fn resolve(cfg: &PluginsConfig, e: Option<&PluginEntry>, engine_max: usize) -> Self {
+    /// The settings of a plugin that wants `wants`. Grants are pb.toml's intersected with
+    /// `wants`: a plugin holds only what it asked for.
+    pub(crate) fn resolve(
+        cfg: &PluginsConfig,
+        e: Option<&PluginEntry>,
+        engine_max: usize,
+        wants: &[String],
+    ) -> Self {
         let d = PluginEntry::default();
         let e = e.unwrap_or(&d);
         let ms = |v: Option<u64>, dflt: u64| Duration::from_millis(v.unwrap_or(dflt));
+        let configured = e.grants.as_ref().unwrap_or(&cfg.default_grants);
         Self {
-            grants: e
-                .grants
-                .clone()
-                .unwrap_or_else(|| cfg.default_grants.clone()),
+            grants: configured
+                .iter()
+                .filter(|g| wants.contains(g))
+                .cloned()
+                .collect(),
             http_allow: e.http_allow.clone(),
             memory: usize::try_from(e.memory_mb.unwrap_or(cfg.memory_mb) << 20)
                 .unwrap_or(usize::MAX)
@@ -56,6 +86,57 @@ impl Settings {
             config: e.config.clone(),
         }
     }
+
+    /// What its instances hold while a call runs (see [`Live`]).
+    pub(crate) fn live(&self) -> Live {
+        Live {
+            grants: self.grants.clone(),
+            http_allow: self.http_allow.clone(),
+        }
+    }
+}
+
+/// What pb.toml says about one described plugin.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Verdict {
+    /// It may run, with these settings.
+    Run(Settings),
+    /// `enabled = false`.
+    Disabled,
+    /// It wants what pb.toml does not grant (or something that is no capability).
+    Refused(String),
+}
+
+/// Decide what pb.toml allows a plugin with this manifest.
+pub(crate) fn configure(cfg: &PluginsConfig, m: &Manifest, engine_max: usize) -> Verdict {
+    let entry = cfg.each.get(&m.name);
+    if entry.and_then(|e| e.enabled) == Some(false) {
+        return Verdict::Disabled;
+    }
+    let configured = entry
+        .and_then(|e| e.grants.as_ref())
+        .unwrap_or(&cfg.default_grants);
+    for want in &m.wants {
+        if let Some(problem) = capability_problem(want) {
+            return Verdict::Refused(problem);
+        }
+        if !configured.contains(want) {
+            return Verdict::Refused(format!(
+                "wants {want:?}, which pb.toml does not grant (add it to [plugins.{}] grants)",
+                m.name
+            ));
+        }
+    }
+    if let Some(e) = entry {
+        if let Some(problem) = e
+            .http_allow
+            .iter()
+            .find_map(|a| super::sandbox::entry_problem(a))
+        {
+            return Verdict::Refused(problem);
+        }
+    }
+    Verdict::Run(Settings::resolve(cfg, entry, engine_max, &m.wants))
 }
 
 /// The manifest, as plain data.
@@ -76,8 +157,21 @@ struct Inst {
     pub(super) calls: u64,
 }
 
-/// One loaded version of one plugin file.
+/// One version of one plugin file as compiled and described: everything that does not depend
+/// on pb.toml. Instances are made from it under the settings pb.toml gives (a [`Loaded`]).
+pub(crate) struct Code {
+    pub file: PathBuf,
+    pub hash: String,
+    pub manifest: Manifest,
+    pub compile_ms: u128,
+    pub from_cache: bool,
+    pub loaded_at: String,
+    pre: PluginPre<HostState>,
+}
+
+/// One version of one plugin, instantiated under one set of settings.
 pub(crate) struct Loaded {
+    pub code: Arc<Code>,
     pub file: PathBuf,
     pub hash: String,
     pub manifest: Manifest,
@@ -86,20 +180,34 @@ pub(crate) struct Loaded {
     pub from_cache: bool,
     pub loaded_at: String,
     pub(super) rt: Arc<Runtime>,
-    pre: PluginPre<HostState>,
     pub(super) env: Arc<PluginEnv>,
     pool: Mutex<Vec<Inst>>,
     pub(super) slots: Arc<Semaphore>,
     /// Set when a newer version replaced this one: instances are dropped, not pooled.
     retired: AtomicBool,
-    pub stats: CallStats,
+    pub stats: Arc<CallStats>,
 }
 
 #[derive(Default)]
 pub(crate) struct CallStats {
     pub calls: AtomicU64,
     pub failures: AtomicU64,
+    /// Host calls the sandbox refused (missing grant, denied SQL, http not allowed...).
+    pub refusals: AtomicU64,
     pub last_error: Mutex<Option<String>>,
+}
+
+impl CallStats {
+    fn last(&self, what: String) {
+        if let Ok(mut l) = self.last_error.lock() {
+            *l = Some(format!("{}: {what}", crate::schema::ids::now()));
+        }
+    }
+
+    pub(crate) fn refusal(&self, what: String) {
+        self.refusals.fetch_add(1, Ordering::Relaxed);
+        self.last(what);
+    }
 }
 
 /// What kind of call: decides the time budget and what the host API allows.
@@ -157,13 +265,13 @@ pub(super) enum Reply {
     Response(rt::HttpResponse),
 }
 
-impl Loaded {
-    /// Instantiate the component once, ask its manifest and keep the instance warm.
+impl Code {
+    /// Compile the component (or map it from the compile cache), instantiate it once with no
+    /// grants at all, and ask its manifest. Nothing about pb.toml is decided here.
     pub(crate) async fn load(
         rt: &Arc<Runtime>,
         file: PathBuf,
         bytes: Vec<u8>,
-        cfg: &PluginsConfig,
     ) -> Result<Arc<Self>, String> {
         let started = Instant::now();
         let hash = hex(&Sha256::digest(&bytes)[..8]);
@@ -172,27 +280,19 @@ impl Loaded {
             .await
             .map_err(|e| e.to_string())??;
         let compile_ms = started.elapsed().as_millis();
-        let pre = rt.linker.instantiate_pre(&component).map_err(|e| {
+        let not_ours = |e: wasmtime::Error| {
             format!(
-                "not a ferrobase:plugin@0.1.0 component: {}",
+                "not a ferrobase:plugin@0.1.x component: {}",
                 root_message(&e)
             )
-        })?;
-        let pre = PluginPre::new(pre).map_err(|e| {
-            format!(
-                "not a ferrobase:plugin@0.1.0 component: {}",
-                root_message(&e)
-            )
-        })?;
-        // The name comes from the manifest, so the section in pb.toml is found after describe;
-        // describe itself runs under the defaults and may not call the host.
+        };
+        let pre = rt.linker.instantiate_pre(&component).map_err(not_ours)?;
+        let pre = PluginPre::new(pre).map_err(not_ours)?;
         let stem = file
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let boot = Settings::resolve(cfg, cfg.each.get(&stem), rt.max_memory);
-        let env = Arc::new(PluginEnv::new(stem.clone(), boot.clone(), Arc::clone(rt)));
-        let mut probe = Self {
+        let code = Arc::new(Self {
             file,
             hash,
             manifest: Manifest {
@@ -203,18 +303,14 @@ impl Loaded {
                 jobs: Vec::new(),
                 wants: Vec::new(),
             },
-            settings: boot,
             compile_ms,
             from_cache,
             loaded_at: crate::schema::ids::now(),
-            rt: Arc::clone(rt),
             pre,
-            env,
-            pool: Mutex::new(Vec::new()),
-            slots: Arc::new(Semaphore::new(1)),
-            retired: AtomicBool::new(false),
-            stats: CallStats::default(),
-        };
+        });
+        // describe runs with no grants and the default limits: it may not use the host.
+        let boot = Settings::resolve(&PluginsConfig::default(), None, rt.max_memory, &[]);
+        let probe = Loaded::new(Arc::clone(&code), boot, rt);
         let m = match probe
             .call(Call::Describe, Arc::new(CallFacts::default()), None)
             .await
@@ -223,6 +319,7 @@ impl Loaded {
             Reply::Manifest(m) => m,
             _ => return Err("describe returned something else".into()),
         };
+        drop(probe);
         let manifest = Manifest {
             name: m.name,
             version: m.version,
@@ -246,43 +343,65 @@ impl Loaded {
                 manifest.name
             ));
         }
-        if cfg.each.get(&manifest.name).and_then(|e| e.enabled) == Some(false) {
-            return Err(format!(
-                "disabled in pb.toml ([plugins.{}] enabled = false)",
-                manifest.name
-            ));
-        }
-        let settings = Settings::resolve(cfg, cfg.each.get(&manifest.name), rt.max_memory);
-        for want in &manifest.wants {
-            if !settings.grants.iter().any(|g| g == want) {
-                return Err(format!(
-                    "wants {want:?}, which pb.toml does not grant (add it to [plugins.{}] grants)",
-                    manifest.name
-                ));
-            }
-            if !matches!(
-                want.as_str(),
-                "db:read" | "db:write" | "kv" | "http" | "clock"
-            ) {
-                return Err(format!("wants unknown capability {want:?}"));
-            }
-        }
-        // The describe instance ran under boot settings: start the pool afresh.
-        probe.pool.lock().map(|mut p| p.clear()).ok();
-        probe.env = Arc::new(PluginEnv::new(
-            manifest.name.clone(),
+        let mut code = Arc::try_unwrap(code)
+            .map_err(|_| "the describe instance outlived its call".to_owned())?;
+        code.manifest = manifest;
+        Ok(Arc::new(code))
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.manifest.name
+    }
+}
+
+impl Loaded {
+    /// Instances of `code` under `settings`: a fresh pool, nothing instantiated yet.
+    fn new(code: Arc<Code>, settings: Settings, rt: &Arc<Runtime>) -> Self {
+        let env = Arc::new(PluginEnv::new(
+            code.manifest.name.clone(),
             settings.clone(),
             Arc::clone(rt),
         ));
-        probe.slots = Arc::new(Semaphore::new(settings.max_instances));
-        probe.manifest = manifest;
-        probe.settings = settings;
-        let me = Arc::new(probe);
-        // Warm one instance now, so the first request does not pay for instantiation.
+        Self {
+            file: code.file.clone(),
+            hash: code.hash.clone(),
+            manifest: code.manifest.clone(),
+            compile_ms: code.compile_ms,
+            from_cache: code.from_cache,
+            loaded_at: code.loaded_at.clone(),
+            slots: Arc::new(Semaphore::new(settings.max_instances)),
+            stats: Arc::clone(&env.stats),
+            settings,
+            rt: Arc::clone(rt),
+            env,
+            pool: Mutex::new(Vec::new()),
+            retired: AtomicBool::new(false),
+            code,
+        }
+    }
+
+    /// `code` ready to serve under `settings`, with one instance warm so the first request
+    /// does not pay for instantiation.
+    pub(crate) async fn start(
+        code: &Arc<Code>,
+        settings: Settings,
+        rt: &Arc<Runtime>,
+    ) -> Arc<Self> {
+        let me = Arc::new(Self::new(Arc::clone(code), settings, rt));
         if let Ok(inst) = me.instantiate().await {
             me.give_back(inst);
         }
-        Ok(me)
+        me
+    }
+
+    /// Whether this serves `code` under exactly `settings` (nothing to re-instantiate).
+    pub(crate) fn is(&self, code: &Arc<Code>, settings: &Settings) -> bool {
+        Arc::ptr_eq(&self.code, code) && self.settings == *settings
+    }
+
+    /// What calls still running on this version may do from now on: never more than `next`.
+    pub(crate) fn narrow(&self, next: &Live) {
+        self.env.narrow(next);
     }
 
     pub(crate) fn name(&self) -> &str {
@@ -312,6 +431,7 @@ impl Loaded {
         store.data_mut().deadline = Instant::now() + Duration::from_secs(30);
         store.set_epoch_deadline(1);
         let plugin = self
+            .code
             .pre
             .instantiate_async(&mut store)
             .await
@@ -431,9 +551,7 @@ impl Loaded {
             Err(err) => {
                 // A trapped instance is never reused: its memory may be mid-update.
                 self.stats.failures.fetch_add(1, Ordering::Relaxed);
-                if let Ok(mut l) = self.stats.last_error.lock() {
-                    *l = Some(format!("{}: {err}", crate::schema::ids::now()));
-                }
+                self.stats.last(err.to_string());
                 tracing::warn!(plugin = %self.manifest.name, kind = ?kind, error = %err, elapsed_ms = started.elapsed().as_millis() as u64, "plugin call failed");
                 Err(err)
             }
