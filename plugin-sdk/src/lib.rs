@@ -82,8 +82,9 @@ pub mod bindings {
         path: "wit",
         pub_export_macro: true,
         // The public `export!` is ours (it adapts a `Plugin`); the generated one stays hidden.
+        // No `default_bindings_module`: it would hard-code this crate's name into the generated
+        // macro, and a plugin may depend on the SDK under any key. `export!` passes `$crate`.
         export_macro_name: "__export_plugin_bindings",
-        default_bindings_module: "ferrobase_plugin::bindings",
         additional_derives: [PartialEq],
     });
 }

@@ -93,7 +93,12 @@ pub(crate) struct PluginEnv {
 }
 
 impl PluginEnv {
-    pub(crate) fn new(name: String, settings: Settings, rt: Arc<Runtime>) -> Self {
+    pub(crate) fn new(
+        name: String,
+        settings: Settings,
+        rt: Arc<Runtime>,
+        stats: Arc<CallStats>,
+    ) -> Self {
         let live = Live {
             grants: settings.grants.clone(),
             http_allow: settings.http_allow.clone(),
@@ -103,7 +108,7 @@ impl PluginEnv {
             settings,
             rt,
             live: ArcSwap::from_pointee(live),
-            stats: Arc::new(CallStats::default()),
+            stats,
         }
     }
 
@@ -719,13 +724,28 @@ impl config::Host for HostState {
     }
 }
 
+/// A refusal that stops the call (an import with no error type to answer it with): the call
+/// fails with it, and the plugin's last error names it.
+#[derive(Debug)]
+pub(crate) struct Refusal(pub String);
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refusal {}
+
 impl HostState {
     fn kv(&self, what: &str) -> wasmtime::Result<&crate::store::kv::Kv> {
         if !self.env.granted("kv") {
             // kv has no error in its signature: a missing grant stops the call.
             let why = format!("plugin {} has no \"kv\" grant", self.env.name);
             self.env.refused(what, &why);
-            wasmtime::bail!("{why}");
+            return Err(wasmtime::Error::new(Refusal(format!(
+                "refused {what}: {why}"
+            ))));
         }
         self.env
             .rt

@@ -139,6 +139,16 @@ pub(crate) fn configure(cfg: &PluginsConfig, m: &Manifest, engine_max: usize) ->
     Verdict::Run(Settings::resolve(cfg, entry, engine_max, &m.wants))
 }
 
+/// What pb.toml lets a plugin with this manifest hold now, whether or not it may run: calls
+/// still in flight on a version that stops serving keep no more than this.
+pub(crate) fn allowed_now(cfg: &PluginsConfig, m: &Manifest, engine_max: usize) -> Live {
+    let entry = cfg.each.get(&m.name);
+    if entry.and_then(|e| e.enabled) == Some(false) {
+        return Live::default();
+    }
+    Settings::resolve(cfg, entry, engine_max, &m.wants).live()
+}
+
 /// The manifest, as plain data.
 #[derive(Debug, Clone)]
 pub(crate) struct Manifest {
@@ -232,6 +242,8 @@ pub(crate) enum CallError {
     Trap(String),
     /// The runtime could not make an instance.
     Unavailable(String),
+    /// The sandbox refused a host call that has no error to answer with (kv without its grant).
+    Refused(String),
 }
 
 impl std::fmt::Display for CallError {
@@ -241,6 +253,7 @@ impl std::fmt::Display for CallError {
             Self::OutOfMemory(m) => write!(f, "stopped at its memory cap of {} MiB", m >> 20),
             Self::Trap(t) => write!(f, "trapped: {t}"),
             Self::Unavailable(t) => write!(f, "unavailable: {t}"),
+            Self::Refused(t) => f.write_str(t),
         }
     }
 }
@@ -310,7 +323,7 @@ impl Code {
         });
         // describe runs with no grants and the default limits: it may not use the host.
         let boot = Settings::resolve(&PluginsConfig::default(), None, rt.max_memory, &[]);
-        let probe = Loaded::new(Arc::clone(&code), boot, rt);
+        let probe = Loaded::new(Arc::clone(&code), boot, rt, Arc::default());
         let m = match probe
             .call(Call::Describe, Arc::new(CallFacts::default()), None)
             .await
@@ -355,12 +368,14 @@ impl Code {
 }
 
 impl Loaded {
-    /// Instances of `code` under `settings`: a fresh pool, nothing instantiated yet.
-    fn new(code: Arc<Code>, settings: Settings, rt: &Arc<Runtime>) -> Self {
+    /// Instances of `code` under `settings`: a fresh pool, nothing instantiated yet. `stats`
+    /// are the plugin file's (they outlive its versions).
+    fn new(code: Arc<Code>, settings: Settings, rt: &Arc<Runtime>, stats: Arc<CallStats>) -> Self {
         let env = Arc::new(PluginEnv::new(
             code.manifest.name.clone(),
             settings.clone(),
             Arc::clone(rt),
+            stats,
         ));
         Self {
             file: code.file.clone(),
@@ -386,8 +401,9 @@ impl Loaded {
         code: &Arc<Code>,
         settings: Settings,
         rt: &Arc<Runtime>,
+        stats: Arc<CallStats>,
     ) -> Arc<Self> {
-        let me = Arc::new(Self::new(Arc::clone(code), settings, rt));
+        let me = Arc::new(Self::new(Arc::clone(code), settings, rt, stats));
         if let Ok(inst) = me.instantiate().await {
             me.give_back(inst);
         }
@@ -609,6 +625,9 @@ async fn run(inst: &mut Inst, call: Call<'_>, ctx: Resource<CallCtx>) -> wasmtim
 }
 
 fn classify(e: &wasmtime::Error, store: &WStore<HostState>, budget: Duration) -> CallError {
+    if let Some(r) = e.downcast_ref::<super::host::Refusal>() {
+        return CallError::Refused(r.0.clone());
+    }
     if let Some(t) = e.downcast_ref::<wasmtime::Trap>()
         && *t == wasmtime::Trap::Interrupt
     {

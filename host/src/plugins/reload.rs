@@ -3,7 +3,7 @@
 
 use super::Plugins;
 use super::engine::Runtime;
-use super::instance::{Code, Loaded, Verdict, configure};
+use super::instance::{CallStats, Code, Loaded, Verdict, allowed_now, configure};
 use super::registry::Registry;
 use crate::config::{Config, PluginsConfig};
 use crate::schema::Schema;
@@ -81,6 +81,8 @@ struct Entry {
     state: State,
     /// When it entered this state.
     since: String,
+    /// Calls, failures, refusals and the last error of every version of this file.
+    stats: Arc<CallStats>,
 }
 
 pub(crate) struct ReloadState {
@@ -109,10 +111,11 @@ async fn version_for(
     code: &Arc<Code>,
     settings: super::instance::Settings,
     running: Option<&Arc<Loaded>>,
+    stats: &Arc<CallStats>,
 ) -> Arc<Loaded> {
     match running {
         Some(r) if r.is(code, &settings) => Arc::clone(r),
-        _ => Loaded::start(code, settings, rt).await,
+        _ => Loaded::start(code, settings, rt, Arc::clone(stats)).await,
     }
 }
 
@@ -227,12 +230,14 @@ impl ReloadState {
             let running = prev
                 .filter(|p| p.state == State::Loaded)
                 .and_then(|p| p.version.clone());
+            let stats = prev.map(|p| Arc::clone(&p.stats)).unwrap_or_default();
             let mut entry = Entry {
                 code: code.clone(),
                 file_error: file_error.clone(),
                 version: None,
                 state: State::Refused(String::new()),
                 since: now.clone(),
+                stats: Arc::clone(&stats),
             };
             let Some(code) = code else {
                 let why = file_error.map(|(_, e)| e).unwrap_or_default();
@@ -244,13 +249,15 @@ impl ReloadState {
                 Verdict::Disabled => entry.state = State::Disabled,
                 Verdict::Refused(why) => entry.state = State::Refused(why),
                 Verdict::Run(settings) => {
-                    let v = version_for(rt, &code, settings, running.as_ref()).await;
+                    let v = version_for(rt, &code, settings, running.as_ref(), &stats).await;
                     // A broken or misfit new file: the version running may stand in for it, under
                     // what pb.toml says now.
                     let fallback = match running.as_ref() {
                         Some(r) if !Arc::ptr_eq(&r.code, &code) => {
                             match configure(&cfg, &r.code.manifest, rt.max_memory) {
-                                Verdict::Run(s) => Some(version_for(rt, &r.code, s, Some(r)).await),
+                                Verdict::Run(s) => {
+                                    Some(version_for(rt, &r.code, s, Some(r), &stats).await)
+                                }
                                 _ => None,
                             }
                         }
@@ -343,12 +350,7 @@ impl ReloadState {
             if reg.plugins.iter().any(|n| Arc::ptr_eq(n, p)) {
                 continue;
             }
-            let allowed = next
-                .get(&p.file)
-                .and_then(|e| e.version.as_ref())
-                .map(|v| v.settings.live())
-                .unwrap_or_default();
-            p.narrow(&allowed);
+            p.narrow(&allowed_now(&cfg, &p.manifest, rt.max_memory));
             p.retire();
         }
         if let Ok(mut e) = self.entries.lock() {
@@ -393,12 +395,15 @@ impl ReloadState {
                     o["loadedAt"] = json!(p.loaded_at);
                     o["compileMs"] = json!(p.compile_ms as u64);
                     o["fromCache"] = json!(p.from_cache);
-                    o["grants"] = json!(p.env.live().grants);
-                    o["calls"] = json!(p.stats.calls.load(Relaxed));
-                    o["failures"] = json!(p.stats.failures.load(Relaxed));
-                    o["refusals"] = json!(p.stats.refusals.load(Relaxed));
-                    o["lastError"] = json!(p.stats.last_error.lock().ok().and_then(|l| l.clone()));
+                    let live = p.env.live();
+                    o["grants"] = json!(live.grants);
+                    o["httpAllow"] = json!(live.http_allow);
                 }
+                let st = &e.stats;
+                o["calls"] = json!(st.calls.load(Relaxed));
+                o["failures"] = json!(st.failures.load(Relaxed));
+                o["refusals"] = json!(st.refusals.load(Relaxed));
+                o["lastError"] = json!(st.last_error.lock().ok().and_then(|l| l.clone()));
                 o
             })
             .collect();

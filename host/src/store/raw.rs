@@ -305,7 +305,7 @@ fn run_error(e: rusqlite::Error) -> StoreError {
             StoreError::Denied("the statement ran past the call's time budget".into())
         }
         rusqlite::Error::SqliteFailure(code, _) if code.code == rusqlite::ErrorCode::TooBig => {
-            StoreError::Invalid("a value is larger than the plugin's memory cap".into())
+            StoreError::Denied("a value is larger than the plugin's memory cap".into())
         }
         _ => StoreError::classify(e),
     }
@@ -391,7 +391,9 @@ pub(crate) fn query(
         let mut bytes = 0usize;
         while let Some(r) = rows.next().map_err(run_error)? {
             if out.len() >= MAX_ROWS {
-                return Err(StoreError::Invalid(format!("more than {MAX_ROWS} rows")));
+                return Err(StoreError::Denied(format!(
+                    "more than {MAX_ROWS} rows (page through them)"
+                )));
             }
             let mut row = Vec::with_capacity(n);
             for i in 0..n {
@@ -406,7 +408,7 @@ pub(crate) fn query(
                 row.push(v);
             }
             if bytes > budget.max_bytes {
-                return Err(StoreError::Invalid(
+                return Err(StoreError::Denied(
                     "the result is larger than the plugin's memory cap".into(),
                 ));
             }
@@ -703,7 +705,7 @@ mod tests {
         assert!(matches!(r, Err(StoreError::Denied(_))), "{r:?}");
         assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
         let r = q(&c, &p, "SELECT zeroblob(2000000)");
-        assert!(matches!(r, Err(StoreError::Invalid(_))), "{r:?}");
+        assert!(matches!(r, Err(StoreError::Denied(_))), "{r:?}");
         // Both are off again for the host.
         let n: i64 = c
             .query_row("SELECT length(zeroblob(2000000))", [], |r| r.get(0))

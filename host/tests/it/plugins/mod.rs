@@ -2,6 +2,8 @@
 //! wasm32-wasip2, the JS one with componentize-js), dropped into a real server's plugins
 //! folder, and every behaviour is checked through HTTP.
 
+mod escape;
+
 use crate::common::{Server, enc, err};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -331,6 +333,9 @@ fn routes_read_under_the_callers_rules_and_never_shadow_native_ones() {
     assert_eq!(report["plugins"].as_array().unwrap().len(), 3, "{report}");
     let clash = entry(&report, "route_clash.wasm");
     assert_eq!(clash["state"], "parked", "{report}");
+    // It depends on the SDK under another key; its export still described it.
+    assert_eq!(clash["name"], "route-clash", "{report}");
+    assert_eq!(clash["routes"][0]["path"], "/api/collections/posts/records");
     assert!(
         clash["error"]
             .as_str()
