@@ -204,7 +204,25 @@ pub(crate) struct CallStats {
     pub failures: AtomicU64,
     /// Host calls the sandbox refused (missing grant, denied SQL, http not allowed...).
     pub refusals: AtomicU64,
+    /// Calls running now (on any version of the plugin).
+    pub in_flight: AtomicU64,
     pub last_error: Mutex<Option<String>>,
+}
+
+/// One call counted in flight while it lives.
+struct InFlight<'a>(&'a AtomicU64);
+
+impl<'a> InFlight<'a> {
+    fn new(n: &'a AtomicU64) -> Self {
+        n.fetch_add(1, Ordering::Relaxed);
+        Self(n)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl CallStats {
@@ -501,6 +519,7 @@ impl Loaded {
             Call::Route(_) => CallKind::Route,
             Call::Job(..) => CallKind::Job,
         };
+        let _in_flight = InFlight::new(&self.stats.in_flight);
         let _ticking = self.rt.running();
         let queued = facts.depth == 0 && kind != CallKind::InTransaction;
         let _global = if queued {

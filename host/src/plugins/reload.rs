@@ -76,6 +76,8 @@ struct Entry {
     code: Option<Arc<Code>>,
     /// The file's current bytes when they did not load: (hash, why).
     file_error: Option<(String, String)>,
+    /// Why a previous version serves in the place of the file's current one.
+    note: Option<String>,
     /// The version serving (loaded), or ready to (parked).
     version: Option<Arc<Loaded>>,
     state: State,
@@ -83,6 +85,13 @@ struct Entry {
     since: String,
     /// Calls, failures, refusals and the last error of every version of this file.
     stats: Arc<CallStats>,
+}
+
+impl Entry {
+    /// Why it does not serve, or why an older version serves in its place.
+    fn error(&self) -> Option<&str> {
+        self.state.reason().or(self.note.as_deref())
+    }
 }
 
 pub(crate) struct ReloadState {
@@ -225,41 +234,47 @@ impl ReloadState {
                     }
                 }
             }
-            // The version serving now, when it is older code than the file's newest: it may go
-            // on serving if the new one does not fit.
+            // The version serving now. When the file's current bytes cannot serve (they do not
+            // load, pb.toml refuses what they want, the registry does not admit them), it stands
+            // in for them, as long as pb.toml allows it: a broken update never takes a running
+            // plugin down, and configuration always wins.
             let running = prev
                 .filter(|p| p.state == State::Loaded)
                 .and_then(|p| p.version.clone());
+            let current = code.clone().filter(|c| c.hash == hash);
             let stats = prev.map(|p| Arc::clone(&p.stats)).unwrap_or_default();
             let mut entry = Entry {
-                code: code.clone(),
+                code: current.clone().or_else(|| code.clone()),
                 file_error: file_error.clone(),
+                note: None,
                 version: None,
                 state: State::Refused(String::new()),
                 since: now.clone(),
                 stats: Arc::clone(&stats),
             };
-            let Some(code) = code else {
-                let why = file_error.map(|(_, e)| e).unwrap_or_default();
-                entry.state = State::Refused(why);
-                next.insert(f.clone(), entry);
-                continue;
+            let stand_in = running
+                .as_ref()
+                .filter(|r| current.as_ref().is_none_or(|c| !Arc::ptr_eq(&r.code, c)));
+            let verdict = match &current {
+                Some(c) => configure(&cfg, &c.manifest, rt.max_memory),
+                None => Verdict::Refused(
+                    file_error
+                        .as_ref()
+                        .map(|(_, e)| e.clone())
+                        .unwrap_or_default(),
+                ),
             };
-            match configure(&cfg, &code.manifest, rt.max_memory) {
-                Verdict::Disabled => entry.state = State::Disabled,
-                Verdict::Refused(why) => entry.state = State::Refused(why),
-                Verdict::Run(settings) => {
-                    let v = version_for(rt, &code, settings, running.as_ref(), &stats).await;
-                    // A broken or misfit new file: the version running may stand in for it, under
-                    // what pb.toml says now.
-                    let fallback = match running.as_ref() {
-                        Some(r) if !Arc::ptr_eq(&r.code, &code) => {
-                            match configure(&cfg, &r.code.manifest, rt.max_memory) {
-                                Verdict::Run(s) => {
-                                    Some(version_for(rt, &r.code, s, Some(r), &stats).await)
-                                }
-                                _ => None,
-                            }
+            let stand_in_verdict =
+                stand_in.map(|r| configure(&cfg, &r.code.manifest, rt.max_memory));
+            match (verdict, stand_in_verdict) {
+                (Verdict::Run(settings), other) => {
+                    let c = current
+                        .as_ref()
+                        .expect("a verdict to run comes from loaded code");
+                    let v = version_for(rt, c, settings, running.as_ref(), &stats).await;
+                    let fallback = match (other, stand_in) {
+                        (Some(Verdict::Run(s)), Some(r)) => {
+                            Some(version_for(rt, &r.code, s, Some(r), &stats).await)
                         }
                         _ => None,
                     };
@@ -267,6 +282,20 @@ impl ReloadState {
                     entry.version = Some(v);
                     entry.state = State::Loaded;
                 }
+                (_, Some(Verdict::Disabled)) | (Verdict::Disabled, _) => {
+                    entry.state = State::Disabled;
+                }
+                (Verdict::Refused(why), Some(Verdict::Run(s))) => {
+                    let r = stand_in.expect("a stand-in verdict comes from a stand-in");
+                    let v = version_for(rt, &r.code, s, Some(r), &stats).await;
+                    candidates.push((Arc::clone(&v), None));
+                    entry.note = Some(format!(
+                        "the file's new version was refused: {why}; the previous version keeps serving"
+                    ));
+                    entry.version = Some(v);
+                    entry.state = State::Loaded;
+                }
+                (Verdict::Refused(why), _) => entry.state = State::Refused(why),
             }
             next.insert(f.clone(), entry);
         }
@@ -284,9 +313,8 @@ impl ReloadState {
                 .unwrap_or_else(|| "not admitted".into());
             if let Some(stand_in) = reg.plugins.iter().find(|p| p.file == *f) {
                 // The previous version serves in its place.
-                e.file_error = Some((
-                    v.hash.clone(),
-                    format!("{why}; the previous version keeps serving"),
+                e.note = Some(format!(
+                    "the file's new version was not admitted: {why}; the previous version keeps serving"
                 ));
                 e.version = Some(Arc::clone(stand_in));
             } else {
@@ -301,7 +329,7 @@ impl ReloadState {
                 (None, None) => true,
                 _ => false,
             };
-            let same_error = p.map(|p| &p.file_error) == Some(&e.file_error);
+            let same_error = p.map(|p| (&p.file_error, &p.note)) == Some((&e.file_error, &e.note));
             if let Some(p) = p
                 && p.state == e.state
                 && same_version
@@ -322,9 +350,7 @@ impl ReloadState {
                 ev["compileMs"] = json!(v.compile_ms as u64);
                 ev["fromCache"] = json!(v.from_cache);
             }
-            if let Some(r) = e.state.reason() {
-                ev["error"] = json!(r);
-            } else if let Some((_, r)) = &e.file_error {
+            if let Some(r) = e.error() {
                 ev["error"] = json!(r);
             }
             match &e.state {
@@ -376,12 +402,7 @@ impl ReloadState {
                     "state": e.state.name(),
                     "since": e.since,
                 });
-                let error = e
-                    .state
-                    .reason()
-                    .map(str::to_owned)
-                    .or_else(|| e.file_error.as_ref().map(|(_, r)| r.clone()));
-                o["error"] = json!(error);
+                o["error"] = json!(e.error());
                 if let Some(c) = &e.code {
                     let m = &c.manifest;
                     o["version"] = json!(m.version);
@@ -403,6 +424,7 @@ impl ReloadState {
                 o["calls"] = json!(st.calls.load(Relaxed));
                 o["failures"] = json!(st.failures.load(Relaxed));
                 o["refusals"] = json!(st.refusals.load(Relaxed));
+                o["inFlight"] = json!(st.in_flight.load(Relaxed));
                 o["lastError"] = json!(st.last_error.lock().ok().and_then(|l| l.clone()));
                 o
             })

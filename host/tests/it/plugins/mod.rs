@@ -3,6 +3,7 @@
 //! folder, and every behaviour is checked through HTTP.
 
 mod escape;
+mod live_config;
 
 use crate::common::{Server, enc, err};
 use serde_json::{Value, json};
