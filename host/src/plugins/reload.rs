@@ -41,8 +41,9 @@ const HISTORY: usize = 50;
 /// questions again, so configuration always wins over what is running: a version that pb.toml
 /// no longer allows stops serving at once, and one whose settings changed is re-instantiated
 /// under the new ones (calls in flight finish on the old version, and their next host call is
-/// checked against the new grants). A file whose new bytes fail to load keeps its previous
-/// version serving only while pb.toml still allows that version.
+/// checked against the new grants). A file whose new bytes fail to load, want more than pb.toml
+/// grants or are not admitted keeps its previous version serving only while that version is
+/// serving and pb.toml still allows it.
 #[derive(Debug, Clone, PartialEq)]
 enum State {
     Loaded,
