@@ -13,6 +13,7 @@
 //! - `reload`: loading the folder, watching it, each plugin's state (loaded, parked, refused,
 //!   disabled), the reload history.
 //! - `sandbox`: where outbound HTTP may go (`http_allow`, checked on the dialled address).
+//! - `starter`: `ferrobase plugin new NAME`, a ready plugin crate with the SDK vendored.
 //!
 //! Reads never look here. A write asks `Registry::hooks(collection id)` once: `None` unless a
 //! plugin bound that collection.
@@ -27,12 +28,14 @@ mod instance;
 mod registry;
 mod reload;
 mod sandbox;
+mod starter;
 
 pub(crate) use calls::{Action, Change, HookOutcome, RouteRequest};
 pub(crate) use convert::{FieldValue, PluginRecord};
 pub(crate) use dispatch::run_in_transaction;
 pub(crate) use instance::Loaded;
 pub(crate) use registry::{HookSlots, Registry};
+pub(crate) use starter::new_plugin;
 
 use crate::config::PluginsConfig;
 use crate::store::Store;

@@ -4,6 +4,7 @@
 
 mod escape;
 mod live_config;
+mod starter;
 
 use crate::common::{Server, enc, err};
 use serde_json::{Value, json};
