@@ -127,14 +127,12 @@ pub(crate) fn configure(cfg: &PluginsConfig, m: &Manifest, engine_max: usize) ->
             ));
         }
     }
-    if let Some(e) = entry {
-        if let Some(problem) = e
-            .http_allow
-            .iter()
-            .find_map(|a| super::sandbox::entry_problem(a))
-        {
-            return Verdict::Refused(problem);
-        }
+    if let Some(problem) = entry
+        .into_iter()
+        .flat_map(|e| e.http_allow.iter())
+        .find_map(|a| super::sandbox::entry_problem(a))
+    {
+        return Verdict::Refused(problem);
     }
     Verdict::Run(Settings::resolve(cfg, entry, engine_max, &m.wants))
 }

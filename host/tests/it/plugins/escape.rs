@@ -552,13 +552,11 @@ fn every_escape_attempt_is_refused_named_in_the_last_error_and_leaks_nothing() {
     );
 }
 
-/// The host calls and the grant each needs ("" = none), with arguments that succeed when the
-/// grant is held.
-fn host_calls(
-    s: &Server,
-    post: &str,
-    doomed: &str,
-) -> Vec<(&'static str, &'static str, Vec<(String, String)>)> {
+/// A host call, the grant it needs ("" = none), and arguments that succeed when it is held.
+type HostCall = (&'static str, &'static str, Vec<(String, String)>);
+
+/// Every host call the fixtures can make.
+fn host_calls(s: &Server, post: &str, doomed: &str) -> Vec<HostCall> {
     let health = format!("http://{}/api/health", s.addr);
     let a = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
         pairs
