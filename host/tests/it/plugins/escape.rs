@@ -834,3 +834,59 @@ fn the_documented_raw_sql_policy_is_what_the_code_does() {
         assert_eq!(b["kind"], "denied", "{sql}: {b}");
     }
 }
+
+/// Every `.rs` file under `dir`.
+fn sources(dir: &Path, out: &mut String) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            sources(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push_str(&std::fs::read_to_string(&p).unwrap());
+        }
+    }
+}
+
+#[test]
+fn the_documented_client_bodies_are_the_servers_own_words() {
+    let readme = std::fs::read_to_string(super::root().join("plugin-sdk/README.md")).unwrap();
+    let section = readme
+        .split("## What a client sees")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("the SDK README has a 'What a client sees' section");
+    let mut code = String::new();
+    sources(&super::root().join("host/src"), &mut code);
+    let mut bodies = 0;
+    for row in section.lines().filter(|l| l.starts_with('|')) {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let Some(body) = row
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .find(|c| c.starts_with('{'))
+        else {
+            continue;
+        };
+        let v: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{body}: {e}"));
+        // Keys as the server writes them: data, message, status.
+        let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["data", "message", "status"], "{body}");
+        assert!(
+            body.starts_with("{\"data\":") && body.contains(",\"message\":"),
+            "{body}"
+        );
+        assert_eq!(cells[2], v["status"].to_string(), "{row}");
+        // The message is the server's own (a string in its sources), unless the row says a
+        // plugin wrote it.
+        let message = v["message"].as_str().unwrap();
+        if !cells[1].contains(message) {
+            assert!(
+                code.contains(&format!("\"{message}\"")),
+                "{message:?} is not a message of the server"
+            );
+        }
+        bodies += 1;
+    }
+    assert!(bodies >= 9, "{bodies} bodies");
+}
