@@ -655,3 +655,128 @@ fn classify(e: &wasmtime::Error, store: &WStore<HostState>, budget: Duration) ->
     }
     CallError::Trap(root_message(e))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::PluginEntry;
+
+    fn manifest(wants: &[&str]) -> Manifest {
+        Manifest {
+            name: "p".into(),
+            version: "1".into(),
+            hooks: Vec::new(),
+            routes: Vec::new(),
+            jobs: Vec::new(),
+            wants: wants.iter().map(|w| (*w).to_owned()).collect(),
+        }
+    }
+
+    fn cfg(entry: Option<PluginEntry>) -> PluginsConfig {
+        let mut c = PluginsConfig::default();
+        if let Some(e) = entry {
+            c.each.insert("p".into(), e);
+        }
+        c
+    }
+
+    fn granting(grants: &[&str]) -> PluginEntry {
+        PluginEntry {
+            grants: Some(grants.iter().map(|g| (*g).to_owned()).collect()),
+            ..PluginEntry::default()
+        }
+    }
+
+    #[test]
+    fn a_plugin_holds_what_it_wants_and_is_granted_and_nothing_else() {
+        let c = cfg(Some(granting(&[
+            "db:read",
+            "kv",
+            "http",
+            "db:hidden:users.tokenKey",
+        ])));
+        let Verdict::Run(s) = configure(&c, &manifest(&["db:read", "kv"]), 1 << 30) else {
+            panic!("runs")
+        };
+        assert_eq!(s.grants, ["db:read", "kv"]);
+        // Without a section: default_grants, still intersected.
+        let Verdict::Run(s) = configure(&cfg(None), &manifest(&[]), 1 << 30) else {
+            panic!("runs")
+        };
+        assert!(s.grants.is_empty(), "{:?}", s.grants);
+        let Verdict::Run(s) = configure(&cfg(None), &manifest(&["db:read"]), 1 << 30) else {
+            panic!("runs")
+        };
+        assert_eq!(s.grants, ["db:read"]);
+    }
+
+    #[test]
+    fn configuration_refuses_or_disables_before_anything_runs() {
+        let wants = manifest(&["db:read", "http"]);
+        assert!(matches!(
+            configure(&cfg(Some(granting(&["db:read"]))), &wants, 1 << 30),
+            Verdict::Refused(why) if why.contains("wants \"http\"")
+        ));
+        let off = PluginEntry {
+            enabled: Some(false),
+            ..granting(&["db:read", "http"])
+        };
+        assert_eq!(
+            configure(&cfg(Some(off)), &wants, 1 << 30),
+            Verdict::Disabled
+        );
+        for bad in [
+            "db:admin",
+            "db:hidden:users",
+            "db:hidden:.x",
+            "db:hidden:a b.c",
+            "fs",
+        ] {
+            let c = cfg(Some(granting(&[bad])));
+            assert!(
+                matches!(configure(&c, &manifest(&[bad]), 1 << 30), Verdict::Refused(why) if why.contains("unknown capability")),
+                "{bad}"
+            );
+        }
+        let c = cfg(Some(granting(&["db:hidden:users.tokenKey"])));
+        assert!(matches!(
+            configure(&c, &manifest(&["db:hidden:users.tokenKey"]), 1 << 30),
+            Verdict::Run(_)
+        ));
+        let bad_allow = PluginEntry {
+            http_allow: vec!["https://api.example.com".into()],
+            ..granting(&["http"])
+        };
+        assert!(matches!(
+            configure(&cfg(Some(bad_allow)), &manifest(&["http"]), 1 << 30),
+            Verdict::Refused(why) if why.contains("not host:port")
+        ));
+    }
+
+    #[test]
+    fn calls_in_flight_keep_no_more_than_pb_toml_allows_now() {
+        let m = manifest(&["db:read", "http"]);
+        let now = allowed_now(&cfg(Some(granting(&["db:read"]))), &m, 1 << 30);
+        assert_eq!(now.grants, ["db:read"]);
+        let before = Live {
+            grants: vec!["db:read".into(), "http".into()],
+            http_allow: vec!["a.example:443".into()],
+        };
+        let narrowed = before.narrowed(&now);
+        assert_eq!(
+            (narrowed.grants.as_slice(), narrowed.http_allow.len()),
+            (&["db:read".to_owned()][..], 0)
+        );
+        let off = PluginEntry {
+            enabled: Some(false),
+            ..granting(&["db:read", "http"])
+        };
+        assert_eq!(allowed_now(&cfg(Some(off)), &m, 1 << 30), Live::default());
+        // Never wider than before, whatever pb.toml says now.
+        let wider = Live {
+            grants: vec!["db:read".into(), "db:write".into(), "http".into()],
+            http_allow: vec!["a.example:443".into(), "b.example:443".into()],
+        };
+        assert_eq!(before.narrowed(&wider), before);
+    }
+}
