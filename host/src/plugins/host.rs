@@ -90,6 +90,16 @@ pub(crate) struct PluginEnv {
     pub rt: Arc<Runtime>,
     live: ArcSwap<Live>,
     pub stats: Arc<CallStats>,
+    /// The raw SQL policy last built: a new one is built only when the schema or the grants
+    /// change.
+    policy: std::sync::Mutex<Option<CachedPolicy>>,
+}
+
+/// A raw SQL policy and the schema and grants it was built from.
+struct CachedPolicy {
+    schema: Arc<crate::schema::Schema>,
+    live: Arc<Live>,
+    policy: Arc<Policy>,
 }
 
 impl PluginEnv {
@@ -109,7 +119,28 @@ impl PluginEnv {
             rt,
             live: ArcSwap::from_pointee(live),
             stats,
+            policy: std::sync::Mutex::new(None),
         }
+    }
+
+    /// The raw SQL policy for `schema` and `live`, built once per pair.
+    fn policy_for(&self, schema: &Arc<crate::schema::Schema>, live: &Arc<Live>) -> Arc<Policy> {
+        if let Ok(cached) = self.policy.lock()
+            && let Some(c) = cached.as_ref()
+            && Arc::ptr_eq(&c.schema, schema)
+            && Arc::ptr_eq(&c.live, live)
+        {
+            return Arc::clone(&c.policy);
+        }
+        let p = Arc::new(Policy::new(schema, |c, f| live.hidden(c, f)));
+        if let Ok(mut cached) = self.policy.lock() {
+            *cached = Some(CachedPolicy {
+                schema: Arc::clone(schema),
+                live: Arc::clone(live),
+                policy: Arc::clone(&p),
+            });
+        }
+        p
     }
 
     pub(crate) fn live(&self) -> Arc<Live> {
@@ -437,7 +468,7 @@ impl HostState {
     fn policy(&self) -> Arc<Policy> {
         let live = self.env.live();
         let schema = self.env.rt.store.schema();
-        Arc::new(Policy::new(&schema, |c, f| live.hidden(c, f)))
+        self.env.policy_for(&schema, &live)
     }
 
     fn budget(&self) -> Budget {
