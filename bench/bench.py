@@ -59,8 +59,8 @@ SCENARIOS = {
 CONNS = {"batch_create": 16}
 BACKGROUND = {"create_during_batches": ("batch.lua", 1, 4)}
 BATCH_SIZE = 50
-SERVERS = ("ferrobase", "pocketbase")
-LABEL = {"ferrobase": "ferrobase", "pocketbase": "PocketBase", "ceiling": "ceiling"}
+SERVERS = ("ferrobase", "pocketbase", "baseline")
+LABEL = {"ferrobase": "ferrobase", "pocketbase": "PocketBase", "ceiling": "ceiling", "baseline": "baseline"}
 
 
 def log(msg):
@@ -159,7 +159,7 @@ class Server:
             cmd = [a.ceiling, "--http", f"127.0.0.1:{self.port}", "--body", os.path.join(template, "resp_list.json")]
         else:
             shutil.copytree(os.path.join(template, "pb_data"), os.path.join(rundir, "pb_data"))
-            binary = a.ferrobase if kind == "ferrobase" else a.pb
+            binary = {"ferrobase": a.ferrobase, "baseline": a.baseline}.get(kind, a.pb)
             cmd = [binary, "serve", "--http", f"127.0.0.1:{self.port}", "--dir", "pb_data"]  # relative to cwd
         if a.server_cpus:
             cmd = ["taskset", "-c", a.server_cpus] + cmd
@@ -471,6 +471,13 @@ def ratio(fb, pb):
     return "–"
 
 
+def cpu_per_req(rs):
+    """Median over reps of the server's CPU time per successful response, in µs."""
+    per = [r["server_cpu_pct"] / 100 * 1e6 / r["rps"] for r in rs
+           if r.get("status") != "failed" and r.get("rps") and r.get("server_cpu_pct") is not None]
+    return f"{med(per):.1f}" if per else "–"
+
+
 def render(rows, ctx, a):
     by = {}
     for r in rows:
@@ -493,6 +500,20 @@ def render(rows, ctx, a):
             scn, num(DATASETS[SCENARIOS[scn][0]]), rps_cell(fb), rps_cell(pb), ratio(fb, pb),
             lat_cell(fb), lat_cell(pb), f"{rss_cell(fb)} / {rss_cell(pb)}", f"{err_cell(fb)} / {err_cell(pb)}",
         ]) + " |")
+    if any(k == "baseline" for (_, k) in by):
+        md += ["", f"**Before / after** (`--baseline`: {a.baseline_label}, interleaved with the others in each rep):", "",
+               "| scenario | ferrobase req/s | baseline req/s | ferrobase / baseline | ferrobase CPU µs/req | "
+               "baseline CPU µs/req | p99 ms fb / baseline |", "|---|---:|---:|---:|---:|---:|---:|"]
+        for scn in ctx["scenarios"]:
+            fb, bl = by.get((scn, "ferrobase"), []), by.get((scn, "baseline"), [])
+            if not bl:
+                continue
+            md.append("| " + " | ".join([
+                scn, rps_cell(fb), rps_cell(bl), ratio(fb, bl).replace("PocketBase", "baseline"),
+                cpu_per_req(fb), cpu_per_req(bl),
+                f"{lat(med([r['lat_p99_ms'] for r in fb if r.get('lat_p99_ms')]))} / "
+                f"{lat(med([r['lat_p99_ms'] for r in bl if r.get('lat_p99_ms')]))}",
+            ]) + " |")
     ce = by.get(("ceiling", "ceiling"), [])
     if ce:
         good = [r for r in ce if r.get("status") != "failed"]
@@ -567,7 +588,7 @@ def main():
     ap.add_argument("--reps", type=int, default=3, help="repetitions per scenario and server (default 3)")
     ap.add_argument("--quick", action="store_true", help="smoke test: 3 s runs, 1 s warm-up, 1 rep")
     ap.add_argument("--only", help="comma-separated scenarios (default: all): " + ",".join(SCENARIOS))
-    ap.add_argument("--servers", default="ferrobase,pocketbase", help="which of ferrobase,pocketbase to run")
+    ap.add_argument("--servers", default="ferrobase,pocketbase", help="which of ferrobase,pocketbase,baseline to run")
     ap.add_argument("--conns", type=int, default=400)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--req-timeout", type=int, default=5, help="wrk per-request timeout in seconds (default 5)")
@@ -582,6 +603,9 @@ def main():
     ap.add_argument("--probe-timeout", type=int, default=30)
     ap.add_argument("--root", default=os.path.dirname(HERE), help="the repository (default: bench/..)")
     ap.add_argument("--ferrobase", help="default: ROOT/target/release/ferrobase")
+    ap.add_argument("--baseline", help="a second ferrobase binary (an earlier commit's build) run as a third "
+                    "server, interleaved, for before / after in one run; adds 'baseline' to --servers")
+    ap.add_argument("--baseline-label", default="", help="what the baseline is, for the table (e.g. its commit)")
     ap.add_argument("--pb", help="default: ROOT/.venv-ref/bin/pocketbase")
     ap.add_argument("--ceiling", help="default: bench/work/target/release/bench-ceiling")
     ap.add_argument("--work", default=os.path.join(HERE, "work"), help="templates, run copies, logs")
@@ -601,6 +625,14 @@ def main():
         ap.error(f"unknown scenario(s) {bad}; known: {', '.join(SCENARIOS)}")
     scenarios = [s for s in SCENARIOS if s in scenarios]  # canonical order: reads first, writes last
     servers = [s.strip() for s in a.servers.split(",") if s.strip()]
+    if a.baseline:
+        a.baseline = os.path.abspath(a.baseline)
+        ver = subprocess.run([a.baseline, "--version"], capture_output=True, text=True).stdout.strip()
+        a.baseline_label = a.baseline_label or f"`{ver or os.path.basename(a.baseline)}`"
+        if "baseline" not in servers:
+            servers.append("baseline")
+    elif "baseline" in servers:
+        ap.error("--servers baseline needs --baseline PATH")
     if any(s not in SERVERS for s in servers):
         ap.error(f"--servers: pick from {SERVERS}")
 
@@ -612,7 +644,7 @@ def main():
     if cpus < 2 and (a.server_cpus or a.wrk_cpus):
         log("only one cpu: pinning off")
         a.server_cpus = a.wrk_cpus = ""
-    for path, what in ((a.ferrobase, "ferrobase"), (a.pb, "pocketbase")):
+    for path, what in ((a.ferrobase, "ferrobase"), (a.pb, "pocketbase"), (a.baseline, "baseline")):
         if what in servers and not os.access(path, os.X_OK):
             sys.exit(f"bench: {what} binary missing at {path} (bench/run.sh builds/installs it)")
     if "ceiling" in scenarios and not os.access(a.ceiling, os.X_OK):
