@@ -7,11 +7,13 @@
 use super::topic::Subscription;
 use super::{Client, Hub, Message};
 use crate::plugins::Action as Change;
+use crate::query::Select;
 use crate::records::feed::Committed;
 use crate::records::watch::{self, Visibility};
 use crate::records::{Access, Action, Caller, Records};
+use crate::schema::value::Stored;
 use crate::schema::{Collection, Schema};
-use crate::store::StoreError;
+use crate::store::{Conn, StoreError, StoreRecord};
 use bytes::Bytes;
 use serde_json::json;
 use std::collections::HashMap;
@@ -24,7 +26,60 @@ pub(crate) struct Compiled {
     schema: Arc<Schema>,
     collection: Arc<Collection>,
     auth_version: u64,
-    visibility: Visibility,
+    visibility: Arc<Visibility>,
+}
+
+/// Subscribers whose checks are the same statement with other bound values.
+struct Group<'a> {
+    sel: &'a Select,
+    /// Distinct bound values -> their slot in `sets`.
+    slots: HashMap<String, usize>,
+    sets: Vec<&'a [Stored]>,
+    /// (target, slot) pairs.
+    members: Vec<(usize, usize)>,
+}
+
+/// Which targets see the change. Each distinct check runs once, and checks that differ only
+/// in what they bind (typically each subscriber's own `@request.auth.id`) run as one statement
+/// over all their values, so a change reaching thousands of signed-in subscribers costs a few
+/// statements, not one per subscriber.
+fn decide(
+    conn: Conn<'_>,
+    event_c: &Collection,
+    row: &StoreRecord,
+    checks: &[Option<Arc<Visibility>>],
+) -> Result<Vec<bool>, StoreError> {
+    let mut out = vec![false; checks.len()];
+    let mut groups: HashMap<(&str, &str), Group<'_>> = HashMap::new();
+    for (i, check) in checks.iter().enumerate() {
+        match check.as_deref() {
+            Some(Visibility::All) => out[i] = true,
+            Some(Visibility::Nothing) | None => {}
+            Some(Visibility::When(sel)) => {
+                let g = groups
+                    .entry((sel.where_sql.as_str(), sel.joins.as_str()))
+                    .or_insert_with(|| Group {
+                        sel,
+                        slots: HashMap::new(),
+                        sets: Vec::new(),
+                        members: Vec::new(),
+                    });
+                let Group { slots, sets, .. } = g;
+                let slot = *slots.entry(format!("{:?}", sel.params)).or_insert_with(|| {
+                    sets.push(&sel.params);
+                    sets.len() - 1
+                });
+                g.members.push((i, slot));
+            }
+        }
+    }
+    for g in groups.values() {
+        let answers = watch::admits_each(conn, event_c, row, g.sel, &g.sets)?;
+        for &(i, slot) in &g.members {
+            out[i] = answers.get(slot).copied().unwrap_or(false);
+        }
+    }
+    Ok(out)
 }
 
 /// The delivery task: changes in commit order, one at a time.
@@ -49,6 +104,21 @@ struct Target {
     auth: Option<Caller>,
     auth_version: u64,
     sub: Arc<Subscription>,
+}
+
+impl Target {
+    /// The subscription's request as PocketBase replays it for a realtime check.
+    fn access(&self) -> Access<'_> {
+        Access::request(
+            self.auth.as_ref(),
+            "GET",
+            "",
+            &self.sub.headers,
+            &self.sub.query,
+            None,
+        )
+        .in_context("realtime")
+    }
 }
 
 fn action_name(a: Change) -> &'static str {
@@ -134,64 +204,40 @@ async fn deliver(hub: &Hub, records: &Records, change: &Arc<Committed>) -> Resul
     let out = records
         .store
         .read(|conn| {
-            let mut checks: HashMap<String, bool> = HashMap::new();
+            let mut checks = Vec::with_capacity(targets.len());
+            for t in &targets {
+                let mut cached = t.sub.compiled.lock().map_err(|_| StoreError::WriterGone)?;
+                let fresh = cached.as_ref().is_some_and(|k| {
+                    Arc::ptr_eq(&k.schema, &schema)
+                        && Arc::ptr_eq(&k.collection, c)
+                        && k.auth_version == t.auth_version
+                });
+                if !fresh {
+                    let rule_action = if t.sub.record.is_some() {
+                        Action::View
+                    } else {
+                        Action::List
+                    };
+                    *cached = Some(Compiled {
+                        schema: Arc::clone(&schema),
+                        collection: Arc::clone(c),
+                        auth_version: t.auth_version,
+                        visibility: Arc::new(watch::visibility(
+                            &schema,
+                            &event_c,
+                            rule_action,
+                            &t.access(),
+                            t.sub.text("filter"),
+                        )),
+                    });
+                }
+                checks.push(cached.as_ref().map(|k| Arc::clone(&k.visibility)));
+            }
+            let visible = decide(conn, &event_c, &change.record, &checks)?;
             let mut payloads: HashMap<String, Bytes> = HashMap::new();
             let mut out: Vec<(Arc<Client>, Message)> = Vec::new();
-            for t in &targets {
-                let access = Access::request(
-                    t.auth.as_ref(),
-                    "GET",
-                    "",
-                    &t.sub.headers,
-                    &t.sub.query,
-                    None,
-                )
-                .in_context("realtime");
-                let rule_action = if t.sub.record.is_some() {
-                    Action::View
-                } else {
-                    Action::List
-                };
-                let visible = {
-                    let mut cached = t.sub.compiled.lock().map_err(|_| StoreError::WriterGone)?;
-                    let fresh = cached.as_ref().is_some_and(|k| {
-                        Arc::ptr_eq(&k.schema, &schema)
-                            && Arc::ptr_eq(&k.collection, c)
-                            && k.auth_version == t.auth_version
-                    });
-                    if !fresh {
-                        *cached = Some(Compiled {
-                            schema: Arc::clone(&schema),
-                            collection: Arc::clone(c),
-                            auth_version: t.auth_version,
-                            visibility: watch::visibility(
-                                &schema,
-                                &event_c,
-                                rule_action,
-                                &access,
-                                t.sub.text("filter"),
-                            ),
-                        });
-                    }
-                    match cached.as_ref().map(|k| &k.visibility) {
-                        Some(Visibility::All) => true,
-                        Some(Visibility::When(sel)) => {
-                            let key = format!("{}\0{}\0{:?}", sel.where_sql, sel.joins, sel.params);
-                            match checks.get(&key) {
-                                Some(v) => *v,
-                                None => {
-                                    let v = watch::admits(conn, &event_c, &change.record, sel)?;
-                                    checks.insert(key, v);
-                                    v
-                                }
-                            }
-                        }
-                        Some(Visibility::Nothing) | None => false,
-                    }
-                };
-                if !visible {
-                    continue;
-                }
+            for (t, _) in targets.iter().zip(&visible).filter(|(_, v)| **v) {
+                let access = t.access();
                 let viewer = access.viewer();
                 let fields = t.sub.text("fields").filter(|f| !f.is_empty());
                 let expand = t.sub.text("expand").filter(|e| !e.is_empty());

@@ -68,14 +68,17 @@ pub(crate) fn visibility(
     Visibility::When(q.finish())
 }
 
-/// Whether the changed `row` satisfies `sel` (from [`visibility`]).
-pub(crate) fn admits(
+/// Whether the changed `row` satisfies `sel` (from [`visibility`]) for many subscribers whose
+/// conditions are `sel` with other bound values (`sets[i]` in place of `sel.params`), in one
+/// statement: one answer per set, in order.
+pub(crate) fn admits_each(
     conn: Conn<'_>,
     event_c: &Collection,
     row: &StoreRecord,
     sel: &Select,
-) -> crate::store::Result<bool> {
-    store_records::row_matches(conn, event_c, row, sel)
+    sets: &[&[crate::schema::value::Stored]],
+) -> crate::store::Result<Vec<bool>> {
+    store_records::row_matches_each(conn, event_c, row, sel, sets)
 }
 
 /// The changed record as `access` sees it through a subscription with these `fields` and

@@ -251,6 +251,116 @@ pub(crate) fn row_matches(
     Ok(stmt.exists(params.as_slice())?)
 }
 
+/// SQLite's limit on bound values in one statement (`SQLITE_MAX_VARIABLE_NUMBER` of the bundled
+/// build is 32,766), with room to spare.
+const MAX_BOUND: usize = 30_000;
+
+/// [`row_matches`] for many sets of values of `sel`'s placeholders at once (subscribers whose
+/// checks are the same statement and differ only in what they bind, typically their own
+/// `@request.auth.id`): one statement per up to [`MAX_BOUND`] bound values, the sets joined
+/// in as the rows of a `VALUES` table and each `?N` of `sel` read from its column, so the
+/// answers are the ones each set would get alone (the same values, compared the same way:
+/// neither a bound value nor a `VALUES` column has an affinity). `sets[i]` holds
+/// `sel.params.len()` values; the answer is one bool per set, in order.
+pub(crate) fn row_matches_each(
+    conn: Conn<'_>,
+    c: &Collection,
+    row: &[Stored],
+    sel: &Select,
+    sets: &[&[Stored]],
+) -> Result<Vec<bool>> {
+    let k = sel.params.len();
+    if k == 0 || sets.len() < 2 {
+        let mut out = Vec::with_capacity(sets.len());
+        for set in sets {
+            let one = Select {
+                params: set.to_vec(),
+                ..sel.clone()
+            };
+            out.push(row_matches(conn, c, row, &one)?);
+        }
+        return Ok(out);
+    }
+    // `:each` cannot be a collection's name, so it cannot shadow a table the condition reads.
+    let each = q(":each");
+    let rebind = |sql: &str| -> String {
+        let mut out = String::with_capacity(sql.len() + 16);
+        let mut rest = sql;
+        while let Some(pos) = rest.find('?') {
+            out.push_str(&rest[..pos]);
+            let tail = &rest[pos + 1..];
+            let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+            match tail[..digits].parse::<usize>() {
+                Ok(n) if (1..=k).contains(&n) => out.push_str(&format!("{each}.`c{n}`")),
+                _ => out.push_str(&rest[pos..pos + 1 + digits]),
+            }
+            rest = &tail[digits..];
+        }
+        out.push_str(rest);
+        out
+    };
+    let joins = rebind(&sel.joins);
+    let where_sql = rebind(&sel.where_sql);
+    let fields = c.fields.len();
+    let values = c
+        .fields
+        .iter()
+        .enumerate()
+        .map(|(i, f)| format!("?{} AS {}", i + 1, q(&f.name)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let columns = (1..=k).map(|n| format!(", `c{n}`")).collect::<String>();
+    let t = q(&c.name);
+    let per_chunk = (MAX_BOUND.saturating_sub(fields) / (k + 1)).max(1);
+    let mut out = vec![false; sets.len()];
+    for (chunk_no, chunk) in sets.chunks(per_chunk).enumerate() {
+        let first = chunk_no * per_chunk;
+        let mut next = fields;
+        let rows = (0..chunk.len())
+            .map(|_| {
+                let cells = (0..=k)
+                    .map(|_| {
+                        next += 1;
+                        format!("?{next}")
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                format!("({cells})")
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut sql = format!(
+            "WITH {t} AS (SELECT {values}), {each}(`k`{columns}) AS (VALUES {rows}) \
+             SELECT DISTINCT {each}.`k` FROM {each}, {t}{joins}"
+        );
+        if !where_sql.is_empty() {
+            sql.push_str(" WHERE ");
+            sql.push_str(&where_sql);
+        }
+        let keys: Vec<i64> = (0..chunk.len()).map(|i| (first + i) as i64).collect();
+        let mut params: Vec<&dyn ToSql> = row.iter().map(|p| p as &dyn ToSql).collect();
+        for (i, set) in chunk.iter().enumerate() {
+            if set.len() != k {
+                return Err(StoreError::Invalid(format!(
+                    "a check bound {} values where its statement reads {k}",
+                    set.len()
+                )));
+            }
+            params.push(&keys[i]);
+            params.extend(set.iter().map(|p| p as &dyn ToSql));
+        }
+        let mut stmt = conn.0.prepare(&sql)?;
+        let mut rows = stmt.query(params.as_slice())?;
+        while let Some(r) = rows.next()? {
+            let i: i64 = r.get(0)?;
+            if let Some(slot) = usize::try_from(i).ok().and_then(|i| out.get_mut(i)) {
+                *slot = true;
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// The subset of `ids` that exist in `c`.
 pub(crate) fn existing_ids(
     conn: Conn<'_>,
@@ -534,6 +644,110 @@ mod tests {
             })
             .unwrap();
         assert_eq!(outcome, (true, true, true));
+        store.close();
+    }
+
+    /// `row_matches_each` answers, for every set of bound values, what `row_matches` answers for
+    /// that set alone: generated conditions (placeholders in the join and the WHERE, repeated,
+    /// compared with text, numbers and NULL), generated rows and value sets, more sets than fit
+    /// one statement.
+    #[test]
+    fn one_statement_for_many_value_sets_answers_as_each_set_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = StoreConfig {
+            cache_size_kib: 1000,
+            journal_size_limit: 1 << 20,
+            busy_timeout_ms: 1000,
+            n_readers: 1,
+        };
+        let store = Store::open(dir.path(), &cfg).unwrap();
+        let mut users = store.schema().by_name("users").unwrap().as_ref().clone();
+        users.name = "users:change".into();
+        let t = q(&users.name);
+        let templates: [(&str, String, usize); 5] = [
+            ("", format!("({t}.`id` = ?1 OR {t}.`verified` = ?2)"), 2),
+            (
+                "",
+                format!("{t}.`email` LIKE ?1 || '%' AND ?2 > 3 AND {t}.`name` = ?1"),
+                2,
+            ),
+            (
+                " LEFT JOIN `_superusers` `su` ON `su`.`id` = ?2",
+                format!("({t}.`id` = ?1 OR `su`.`id` IS NOT NULL) AND ?3 IS NULL"),
+                3,
+            ),
+            (
+                "",
+                format!("{t}.`emailVisibility` = ?1 OR ?1 = ?2 OR ?3 = {t}.`name`"),
+                3,
+            ),
+            ("", format!("coalesce(?1, '') = {t}.`id`"), 1),
+        ];
+        let mut seed = 0x9e37_79b9_u64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let value = |next: &mut dyn FnMut(u64) -> u64| match next(6) {
+            0 => Stored::Null,
+            1 => Stored::Int(next(6) as i64),
+            2 => Stored::Real(next(6) as f64),
+            3 => Stored::Text(format!("u{}", next(3))),
+            4 => Stored::Text("%".into()),
+            _ => Stored::Text(next(3).to_string()),
+        };
+        let mut admitted = [0; 5];
+        for round in 0..40 {
+            let (joins, where_sql, k) = &templates[round % templates.len()];
+            let sel = Select {
+                joins: joins.to_string(),
+                where_sql: where_sql.clone(),
+                params: vec![Stored::Null; *k],
+                ..Select::default()
+            };
+            let row: Vec<Stored> = users
+                .fields
+                .iter()
+                .map(|f| match f.name.as_str() {
+                    "id" | "name" => Stored::Text(format!("u{}", next(3))),
+                    "verified" | "emailVisibility" => Stored::Int(next(2) as i64),
+                    "email" => Stored::Text(format!("u{}@x.io", next(3))),
+                    _ => Stored::Null,
+                })
+                .collect();
+            // Past one statement's worth of bound values in one round in ten.
+            let n = if round % 10 == 3 {
+                9_000
+            } else {
+                1 + next(40) as usize
+            };
+            let sets: Vec<Vec<Stored>> = (0..n)
+                .map(|_| (0..*k).map(|_| value(&mut next)).collect())
+                .collect();
+            let (users, sel) = (users.clone(), sel.clone());
+            let (each, alone) = store
+                .write_blocking(move |conn| {
+                    let conn = crate::store::Conn(conn);
+                    let refs: Vec<&[Stored]> = sets.iter().map(Vec::as_slice).collect();
+                    let each = row_matches_each(conn, &users, &row, &sel, &refs)?;
+                    let mut alone = Vec::new();
+                    for set in &refs {
+                        let one = Select {
+                            params: set.to_vec(),
+                            ..sel.clone()
+                        };
+                        alone.push(row_matches(conn, &users, &row, &one)?);
+                    }
+                    Ok((each, alone))
+                })
+                .unwrap();
+            assert_eq!(each, alone, "round {round}: {where_sql}");
+            admitted[round % templates.len()] += alone.iter().filter(|a| **a).count();
+        }
+        // Every condition admits some sets: the comparison is not between two empty answers.
+        assert!(admitted.iter().all(|n| *n > 0), "{admitted:?}");
         store.close();
     }
 }
