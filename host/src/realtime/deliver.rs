@@ -101,7 +101,7 @@ pub(super) async fn run(
 /// One client's subscription that a change concerns, with the caller it was set by.
 struct Target {
     client: Arc<Client>,
-    auth: Option<Caller>,
+    auth: Option<Arc<Caller>>,
     auth_version: u64,
     sub: Arc<Subscription>,
 }
@@ -110,7 +110,7 @@ impl Target {
     /// The subscription's request as PocketBase replays it for a realtime check.
     fn access(&self) -> Access<'_> {
         Access::request(
-            self.auth.as_ref(),
+            self.auth.as_deref(),
             "GET",
             "",
             &self.sub.headers,
@@ -148,11 +148,11 @@ fn follow_auth(hub: &Hub, change: &Committed) {
         let keep = change.action == Change::Update
             && a.collection.stored_text(&a.record, "tokenKey") == key;
         if keep {
-            st.auth = Some(Caller {
+            st.auth = Some(Arc::new(Caller {
                 collection: Arc::clone(c),
                 record: change.record.clone(),
                 refreshable: a.refreshable,
-            });
+            }));
         } else {
             st.auth = None;
             super::bump(&hub.bound, &c.id, false);
@@ -163,7 +163,7 @@ fn follow_auth(hub: &Hub, change: &Committed) {
 
 /// The caller a client's subscriptions run as now: a guest when its auth collection is gone or
 /// its token secret changed (its tokens no longer verify).
-fn current_auth(schema: &Schema, auth: Option<Caller>) -> Option<Caller> {
+fn current_auth(schema: &Schema, auth: Option<Arc<Caller>>) -> Option<Arc<Caller>> {
     let a = auth?;
     let now = schema.by_id(&a.collection.id)?;
     (now.token_secret("authToken") == a.collection.token_secret("authToken")).then_some(a)

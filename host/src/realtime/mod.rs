@@ -40,14 +40,14 @@ pub(crate) struct Client {
 
 struct ClientState {
     /// The caller the client's subscriptions were set by (None: a guest).
-    auth: Option<Caller>,
+    auth: Option<Arc<Caller>>,
     /// Bumped whenever `auth` changes, so compiled checks are redone.
     auth_version: u64,
     subs: Arc<Vec<Arc<Subscription>>>,
 }
 
 impl Client {
-    fn snapshot(&self) -> (Option<Caller>, u64, Arc<Vec<Arc<Subscription>>>) {
+    fn snapshot(&self) -> (Option<Arc<Caller>>, u64, Arc<Vec<Arc<Subscription>>>) {
         match self.state.lock() {
             Ok(s) => (s.auth.clone(), s.auth_version, Arc::clone(&s.subs)),
             Err(_) => (None, 0, Arc::new(Vec::new())),
@@ -180,7 +180,7 @@ impl Hub {
         let gone = self.clients.lock().ok().and_then(|mut all| all.remove(id));
         if let Some(client) = gone {
             let (auth, _, subs) = client.snapshot();
-            self.forget(&subs, auth.as_ref());
+            self.forget(&subs, auth.as_deref());
         }
     }
 
@@ -230,7 +230,7 @@ impl Hub {
             return Err(SubscribeError::OtherAuth);
         }
         let old_subs = std::mem::replace(&mut st.subs, Arc::new(subs));
-        let old_auth = std::mem::replace(&mut st.auth, who);
+        let old_auth = std::mem::replace(&mut st.auth, who.map(Arc::new));
         st.auth_version += 1;
         for s in st.subs.iter() {
             bump(&self.interest, &s.collection, true);
@@ -240,7 +240,7 @@ impl Hub {
             bump(&self.bound, &a.collection.id, true);
         }
         drop(st);
-        self.forget(&old_subs, old_auth.as_ref());
+        self.forget(&old_subs, old_auth.as_deref());
         Ok(())
     }
 
