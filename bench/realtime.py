@@ -13,6 +13,9 @@ wrk to cpu 1, everything on 127.0.0.1):
 
   memory   server RSS with 0, 10,000 and 50,000 idle guests, each connected and subscribed to
            `posts/*` (the last count is capped by the open-files limit, see --idle-stages)
+  breakdown  RSS growth per idle client of each kind, on a fresh server each: a bare TCP
+           connection, a keep-alive connection that answered GET /api/health, an SSE stream
+           without subscription, a subscribed stream (10,000 of each): where the memory goes
   list     list_1k (wrk, GET /api/collections/posts/records) with no SSE client, then with
            10,000 idle ones attached
   fanout   10,000 users, each signed in with its own token and subscribed to `rt_posts/*`
@@ -46,7 +49,7 @@ RT_COLLECTION = "rt_posts"
 RT_RULE = "owner = @request.auth.id || public = true"
 RT_PASSWORD = "rtpass123456"
 RT_COST = 4  # bcrypt cost of the rt users' passwords: 10,000 sign-ins take seconds, not minutes
-SCENARIOS = ("memory", "list", "fanout", "sustain")
+SCENARIOS = ("memory", "breakdown", "list", "fanout", "sustain")
 SERVERS = ("ferrobase", "pocketbase")
 LABEL = {"ferrobase": "ferrobase", "pocketbase": "PocketBase"}
 log = bench.log
@@ -146,10 +149,10 @@ class Idle:
     """The tool's `idle` command, stage by stage: `next_stage()` returns its JSON line once that
     many clients are connected and subscribed."""
 
-    def __init__(self, a, base, stages, logpath):
+    def __init__(self, a, base, stages, logpath, kind="subscribed"):
         self.err = open(logpath, "w")
         self.proc = subprocess.Popen(tool_cmd(a, "idle", base, "--stages", ",".join(map(str, stages)),
-                                              "--topic", "posts/*"),
+                                              "--topic", "posts/*", "--kind", kind),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True)
         self.first = True
 
@@ -210,6 +213,35 @@ def sc_memory(a, srv, row, logdir):
     row["per_client_bytes"] = {k: round((v - base) * 1024 / int(k)) for k, v in row["rss_kb"].items() if k != "0"}
 
 
+BREAKDOWN = ("raw", "keepalive", "stream", "subscribed")
+
+
+def sc_breakdown(a, kind, row, ctx):
+    """Where an idle stream's memory goes: per kind of idle client (a bare connection, one that
+    answered GET /api/health and waits, a stream without subscription, a subscribed stream), a
+    fresh server's RSS growth over a.list_idle such clients."""
+    row["per_client_bytes"], row["rss_kb"] = {}, {}
+    for k in BREAKDOWN:
+        srv = bench.Server(kind, a, ctx["template"], os.path.join(ctx["logdir"], f"breakdown-{kind}-{k}.log"))
+        try:
+            before = quiet_rss(srv.pid, a.settle_max)
+            idle = Idle(a, srv.base, [a.list_idle], os.path.join(ctx["logdir"], f"breakdown-{kind}-{k}-tool.log"), k)
+            try:
+                st = idle.next_stage()
+                after = quiet_rss(srv.pid, a.settle_max)
+            finally:
+                idle.close()
+        finally:
+            srv.stop()
+        if st.get("ready", 0) < a.list_idle:
+            row["error"] = f"{k}: only {st.get('ready')} of {a.list_idle} clients: {st.get('first_error')}"
+            return
+        row["rss_kb"][k] = [before, after]
+        row["per_client_bytes"][k] = round((after - before) * 1024 / a.list_idle)
+        log(f"  {kind}: {a.list_idle} idle {k}: RSS {before / 1024:.1f} -> {after / 1024:.1f} MB, "
+            f"{row['per_client_bytes'][k] / 1024:.1f} KiB each")
+
+
 def sc_list(a, srv, row, logdir):
     env = dict(os.environ, BENCH_LUA_DIR=os.path.join(HERE, "lua"))
     res = {}
@@ -259,6 +291,16 @@ def run_one(a, scn, kind, ctx):
     row = {"ts": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "run_id": ctx["run_id"], "bench": "realtime", "scenario": scn, "server": kind,
            "load_before": loadavg(), **ctx["static"]}
+    if scn == "breakdown":
+        t0 = time.time()
+        try:
+            sc_breakdown(a, kind, row, ctx)
+        except (RuntimeError, OSError, ValueError) as e:
+            row["error"] = f"{type(e).__name__}: {e}"
+        row["seconds"] = round(time.time() - t0, 1)
+        row["load_after"] = loadavg()
+        row["status"] = "failed" if row.get("error") else "ok"
+        return row
     try:
         srv = bench.Server(kind, a, ctx["template"], os.path.join(ctx["logdir"], f"{scn}-{kind}.log"))
     except (RuntimeError, OSError) as e:
@@ -319,6 +361,12 @@ def render(rows, ctx, a):
             line(f"  per idle client ({n:,})", "memory",
                  lambda r, k=k: fmt(r["per_client_bytes"][k] / 1024, 1, " KiB")
                  if k in r.get("per_client_bytes", {}) else None, "≤ 8 KiB")
+    if "breakdown" in ctx["scenarios"]:
+        for k, what in (("raw", "a bare connection"), ("keepalive", "a keep-alive connection after one GET"),
+                        ("stream", "an SSE stream, no subscription"), ("subscribed", "a subscribed SSE stream")):
+            line(f"memory per idle {what} ({a.list_idle:,})", "breakdown",
+                 lambda r, k=k: fmt(r["per_client_bytes"][k] / 1024, 1, " KiB")
+                 if k in r.get("per_client_bytes", {}) else None)
     if "list" in ctx["scenarios"]:
         line("list_1k req/s, no SSE client", "list", lambda r: fmt(r.get("runs", {}).get("none", {}).get("rps")))
         line(f"list_1k req/s, {a.list_idle:,} idle clients", "list",

@@ -3,9 +3,10 @@
 //! them) before they connect, so ephemeral ports do not run out; a subscription request is sent
 //! from the same address as its stream (PocketBase refuses one from another address).
 //!
-//!   bench-realtime idle    --base URL --stages 10000,19000 [--topic posts/*]
+//!   bench-realtime idle    --base URL --stages 10000,19000 [--topic posts/*] [--kind K]
 //!       guests, each connected and subscribed to the topic; one JSON line per stage reached,
 //!       then it waits for a line on stdin before the next stage (and before it exits).
+//!       `--kind raw|keepalive|stream` holds less than that (see `Kind`).
 //!   bench-realtime fanout  --base URL --users 10000 --writes 20 ...
 //!       each user signed in and subscribed to `COLLECTION/*`; then writes creates, one at a
 //!       time, as the superuser: the time from each create's response to its last delivery.
@@ -594,6 +595,22 @@ fn round3(x: f64) -> f64 {
 // ---------------------------------------------------------------------------------------------
 // idle: guests held open at increasing counts
 
+/// What each idle client holds (`--kind`), to tell apart what an idle stream costs the server:
+/// a bare connection, one that has answered a request and waits for the next, a stream with no
+/// subscription, a stream subscribed to the topic.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Raw,
+    KeepAlive,
+    Stream,
+    Subscribed,
+}
+
+enum Held {
+    Socket(TcpStream),
+    Stream(Sse),
+}
+
 async fn idle(a: &Args, target: Target) -> Res<()> {
     let stages: Vec<usize> = a
         .text("--stages", "10000")
@@ -602,6 +619,13 @@ async fn idle(a: &Args, target: Target) -> Res<()> {
         .map(|s| s.parse().map_err(|_| format!("--stages: {s}")))
         .collect::<Res<_>>()?;
     let topic = Arc::new(a.text("--topic", "posts/*"));
+    let kind = match a.text("--kind", "subscribed").as_str() {
+        "raw" => Kind::Raw,
+        "keepalive" => Kind::KeepAlive,
+        "stream" => Kind::Stream,
+        "subscribed" => Kind::Subscribed,
+        other => return Err(format!("--kind {other}: raw, keepalive, stream or subscribed")),
+    };
     let concurrency: usize = a.num("--concurrency", 256);
     let pools = Pools::new(target);
     let ready = Arc::new(AtomicUsize::new(0));
@@ -629,13 +653,35 @@ async fn idle(a: &Args, target: Target) -> Res<()> {
                 let permit = sem.acquire().await;
                 let src = pools.target.src(i);
                 let opened = async {
-                    let (sse, id) = Sse::open(&pools.target, src, None).await?;
-                    subscribe(&pools, src, &id, &topic, None).await?;
-                    Ok::<_, String>(sse)
+                    match kind {
+                        Kind::Raw => {
+                            let s = pools.target.dial(src).await?;
+                            Ok::<_, String>(Held::Socket(s))
+                        }
+                        Kind::KeepAlive => {
+                            let mut h = Http {
+                                s: pools.target.dial(src).await?,
+                                buf: Vec::new(),
+                            };
+                            let (st, _, _) =
+                                h.call(&pools.target.host, "GET", "/api/health", None, None).await?;
+                            if st != 200 {
+                                return Err(format!("GET /api/health: HTTP {st}"));
+                            }
+                            Ok(Held::Socket(h.s))
+                        }
+                        Kind::Stream | Kind::Subscribed => {
+                            let (sse, id) = Sse::open(&pools.target, src, None).await?;
+                            if kind == Kind::Subscribed {
+                                subscribe(&pools, src, &id, &topic, None).await?;
+                            }
+                            Ok(Held::Stream(sse))
+                        }
+                    }
                 }
                 .await;
                 drop(permit);
-                let mut sse = match opened {
+                let held = match opened {
                     Ok(s) => s,
                     Err(e) => {
                         failed.fetch_add(1, Ordering::Relaxed);
@@ -647,8 +693,20 @@ async fn idle(a: &Args, target: Target) -> Res<()> {
                 };
                 ready.fetch_add(1, Ordering::Relaxed);
                 // Idle: nothing is written to the topic, but read whatever comes.
-                while let Ok(Some(_)) = sse.next().await {
-                    events.fetch_add(1, Ordering::Relaxed);
+                match held {
+                    Held::Stream(mut sse) => {
+                        while let Ok(Some(_)) = sse.next().await {
+                            events.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    Held::Socket(mut s) => {
+                        let mut buf = [0u8; 512];
+                        while let Ok(n) = s.read(&mut buf).await {
+                            if n == 0 {
+                                break;
+                            }
+                        }
+                    }
                 }
                 closed.fetch_add(1, Ordering::Relaxed);
             });
