@@ -375,6 +375,9 @@ def render(rows, ctx, a):
     if "fanout" in ctx["scenarios"]:
         line(f"fan-out to {a.fan_users:,}: 200 → last delivery p50", "fanout", lambda r: fmt(r.get("p50_ms"), 1, " ms"))
         line("  p99", "fanout", lambda r: fmt(r.get("p99_ms"), 1, " ms"), "≤ 100 ms")
+        line("  from the create sent: p50 / p99", "fanout",
+             lambda r: f"{fmt(r.get('from_sent_p50_ms'), 1)} / {fmt(r.get('from_sent_p99_ms'), 1)} ms"
+             if "from_sent_p99_ms" in r else None)
         line("  writes fully delivered", "fanout",
              lambda r: f"{r['complete_writes']}/{r['writes']}" if "writes" in r else None)
     if "sustain" in ctx["scenarios"]:
