@@ -307,11 +307,18 @@ def run_one(a, scn, kind, ctx):
         row.update(status="failed", error=f"start: {e}")
         return row
     t0 = time.time()
+    ticks0, busy0 = bench.proc_ticks(srv.pid), bench.busy_ticks()
     try:
         RUNNERS[scn](a, srv, row, ctx["logdir"])
     except (RuntimeError, OSError, ValueError) as e:
         row["error"] = f"{type(e).__name__}: {e}"
     finally:
+        # CPU over the whole run (sign-ins and connects included): the server's, and the box's
+        # (both cores) for comparison; the box is shared, so a busy box shows here.
+        ticks1, busy1, hz = bench.proc_ticks(srv.pid), bench.busy_ticks(), os.sysconf("SC_CLK_TCK")
+        if ticks0 is not None and ticks1 is not None:
+            row["server_cpu_s"] = round((ticks1 - ticks0) / hz, 2)
+        row["box_busy_cpu_s"] = round((busy1 - busy0) / hz, 2)
         row["peak_rss_kb"] = bench.proc_status_kb(srv.pid, "VmHWM")
         row["server_alive"] = srv.proc.poll() is None
         srv.stop()
@@ -375,6 +382,7 @@ def render(rows, ctx, a):
     if "fanout" in ctx["scenarios"]:
         line(f"fan-out to {a.fan_users:,}: 200 → last delivery p50", "fanout", lambda r: fmt(r.get("p50_ms"), 1, " ms"))
         line("  p99", "fanout", lambda r: fmt(r.get("p99_ms"), 1, " ms"), "≤ 100 ms")
+        line("  first delivery after the 200: p50", "fanout", lambda r: fmt(r.get("first_p50_ms"), 1, " ms"))
         line("  from the create sent: p50 / p99", "fanout",
              lambda r: f"{fmt(r.get('from_sent_p50_ms'), 1)} / {fmt(r.get('from_sent_p99_ms'), 1)} ms"
              if "from_sent_p99_ms" in r else None)
@@ -391,6 +399,12 @@ def render(rows, ctx, a):
         line("  lost (kept-up subscribers) / reordered / disconnected", "sustain",
              lambda r: f"{r['lost_events_kept_up']:,} / {r['out_of_order']:,} / {r['closed_streams']:,}"
              if "delivered" in r else None, "0 / 0 / 0")
+    out.append("")
+    out.append(f"uptime at start: {ctx['uptime']}")
+    out.append("")
+    out.append("Server CPU / whole box CPU (both cores) over each run, in s: " + "; ".join(
+        f"{r['scenario']} {r['server']} {r.get('server_cpu_s', '–')} / {r.get('box_busy_cpu_s', '–')} in {r.get('seconds')} s"
+        for r in rows if "seconds" in r))
     out.append("")
     out.append("Load average (1 min) before → after each run: " + "; ".join(
         f"{r['scenario']} {r['server']} {r['load_before'][0]} → {r['load_after'][0]}" for r in rows))
@@ -443,7 +457,7 @@ def main():
     a = ap.parse_args()
     command = "bench/realtime.sh " + " ".join(sys.argv[1:] if sys.argv[1:3] != ["--root", a.root] else sys.argv[3:])
     if a.quick:
-        a.idle_stages, a.list_idle, a.users, a.fan_users, a.fan_writes = "500,1000", 500, 1000, 500, 5
+        a.idle_stages, a.list_idle, a.fan_users, a.fan_writes = "500,1000", 500, 500, 5
         a.sus_users, a.sus_rate, a.sus_seconds, a.duration, a.warmup = 100, 100, 3, 3, 1
     a.root = os.path.abspath(a.root)
     a.work = os.path.abspath(a.work)
@@ -484,7 +498,8 @@ def main():
                                                            "sus_users", "sus_rate", "sus_seconds", "sus_writers",
                                                            "ips", "duration", "warmup", "conns", "server_cpus",
                                                            "wrk_cpus")}}
-    log(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
+    ctx["uptime"] = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    log(f"uptime: {ctx['uptime']}")
     rows = []
     out_jsonl = os.path.join(a.results, "realtime.jsonl")
     for scn in scenarios:
