@@ -387,10 +387,7 @@ impl Sse {
             dec: Dechunk::default(),
         };
         sse.decode()?;
-        let ev = sse
-            .next()
-            .await?
-            .ok_or("stream closed before PB_CONNECT")?;
+        let ev = sse.next().await?.ok_or("stream closed before PB_CONNECT")?;
         if ev.name != "PB_CONNECT" {
             return Err(format!("first event {:?}, expected PB_CONNECT", ev.name));
         }
@@ -539,7 +536,10 @@ async fn sign_in_all(pools: &Arc<Pools>, a: &Args, n: usize) -> Res<Vec<User>> {
     for t in tasks {
         users.push(t.await.map_err(|e| e.to_string())??);
     }
-    say(format!("{n} users signed in in {:.1} s", t.elapsed().as_secs_f64()));
+    say(format!(
+        "{n} users signed in in {:.1} s",
+        t.elapsed().as_secs_f64()
+    ));
     Ok(users)
 }
 
@@ -624,7 +624,11 @@ async fn idle(a: &Args, target: Target) -> Res<()> {
         "keepalive" => Kind::KeepAlive,
         "stream" => Kind::Stream,
         "subscribed" => Kind::Subscribed,
-        other => return Err(format!("--kind {other}: raw, keepalive, stream or subscribed")),
+        other => {
+            return Err(format!(
+                "--kind {other}: raw, keepalive, stream or subscribed"
+            ));
+        }
     };
     let concurrency: usize = a.num("--concurrency", 256);
     let pools = Pools::new(target);
@@ -663,8 +667,9 @@ async fn idle(a: &Args, target: Target) -> Res<()> {
                                 s: pools.target.dial(src).await?,
                                 buf: Vec::new(),
                             };
-                            let (st, _, _) =
-                                h.call(&pools.target.host, "GET", "/api/health", None, None).await?;
+                            let (st, _, _) = h
+                                .call(&pools.target.host, "GET", "/api/health", None, None)
+                                .await?;
                             if st != 200 {
                                 return Err(format!("GET /api/health: HTTP {st}"));
                             }
@@ -833,7 +838,11 @@ async fn fanout(a: &Args, target: Target) -> Res<()> {
         let from_sent = last.saturating_sub(sent).as_secs_f64() * 1e3;
         // The first delivery tells the server's work before its first message went out from
         // the spread of the write-out (and of the tool's reading).
-        let first = Duration::from_nanos(sh.first_ns[w].load(Ordering::Relaxed).min(last.as_nanos() as u64));
+        let first = Duration::from_nanos(
+            sh.first_ns[w]
+                .load(Ordering::Relaxed)
+                .min(last.as_nanos() as u64),
+        );
         let first_ms = first.as_secs_f64() * 1e3 - answered.as_secs_f64() * 1e3;
         if got == n {
             samples.push(ms);
@@ -929,7 +938,8 @@ async fn sustain(a: &Args, target: Target) -> Res<()> {
                     break;
                 };
                 let now = t0.elapsed().as_nanos() as u64;
-                let Some(k) = title_number(&ev.data, prefix.as_bytes()).filter(|k| *k < total) else {
+                let Some(k) = title_number(&ev.data, prefix.as_bytes()).filter(|k| *k < total)
+                else {
                     r.stray += 1;
                     continue;
                 };
@@ -958,7 +968,8 @@ async fn sustain(a: &Args, target: Target) -> Res<()> {
     let start = Instant::now() + Duration::from_millis(200);
     // A server slower than the rate is measured at the rate it manages: no create is sent after
     // this (the count of creates that succeeded is what each subscriber must receive).
-    let cutoff = start + Duration::from_secs_f64(a.num("--write-limit-seconds", seconds * 3.0 + 10.0));
+    let cutoff =
+        start + Duration::from_secs_f64(a.num("--write-limit-seconds", seconds * 3.0 + 10.0));
     let path = Arc::new(format!("/api/collections/{collection}/records"));
     let owner = Arc::new(users[0].id.clone());
     let token = Arc::new(su.token.clone());
@@ -994,7 +1005,13 @@ async fn sustain(a: &Args, target: Target) -> Res<()> {
                     json!({"title": format!("{prefix}{k}"), "public": true, "owner": *owner});
                 sent_ns[k].store(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
                 match pools
-                    .call(j % pools.target.ips, "POST", &path, Some(&token), Some(&body))
+                    .call(
+                        j % pools.target.ips,
+                        "POST",
+                        &path,
+                        Some(&token),
+                        Some(&body),
+                    )
                     .await
                 {
                     Ok((200, _)) => {
@@ -1034,9 +1051,17 @@ async fn sustain(a: &Args, target: Target) -> Res<()> {
         .sum();
     let subs_with_loss = kept_up.iter().filter(|r| r.received < created_n).count();
     let reordered: usize = reports.iter().map(|r| r.out_of_order).sum();
-    let first = reports.iter().filter(|r| r.received > 0).map(|r| r.first_ns).min().unwrap_or(0);
+    let first = reports
+        .iter()
+        .filter(|r| r.received > 0)
+        .map(|r| r.first_ns)
+        .min()
+        .unwrap_or(0);
     let last = reports.iter().map(|r| r.last_ns).max().unwrap_or(0);
-    let mut lat: Vec<u32> = reports.iter().flat_map(|r| r.lat_us.iter().copied()).collect();
+    let mut lat: Vec<u32> = reports
+        .iter()
+        .flat_map(|r| r.lat_us.iter().copied())
+        .collect();
     lat.sort_unstable();
     let pct = |p: f64| -> f64 {
         if lat.is_empty() {
@@ -1089,7 +1114,10 @@ fn main() {
         }
     };
     say(format!("{cmd}: open-files limit {fds}"));
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("bench-realtime: runtime: {e}");
