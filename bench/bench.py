@@ -18,6 +18,7 @@ import os
 import platform
 import resource
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -384,8 +385,14 @@ def run_one(a, scn, kind, rep, ctx):
             measure(a, script, srv.base, path, srv.proc, env, env, row, CONNS.get(scn), bg is not None)
         finally:
             if bg is not None:
-                bg.kill()
-                out, _ = bg.communicate()
+                # SIGINT: wrk stops and still prints its summary (and our done() line); a kill
+                # would lose both. Through taskset the pid is wrk's own (taskset execs it).
+                bg.send_signal(signal.SIGINT)
+                try:
+                    out, _ = bg.communicate(timeout=15)
+                except subprocess.TimeoutExpired:
+                    bg.kill()
+                    out, _ = bg.communicate()
                 for line in out.splitlines():
                     if line.startswith("WRKJSON "):
                         row["background"] = json.loads(line[8:])
