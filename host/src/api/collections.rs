@@ -27,49 +27,51 @@ fn meta_collection() -> Collection {
 
 fn define_error(e: DefineError, message: &str) -> ApiError {
     match e {
+        DefineError::BadTypeData(why) => {
+            tracing::info!(why, "collection body refused");
+            ApiError::bad("Failed to load the collection type data due to invalid formatting.")
+        }
         DefineError::BadFormat(why) => {
             tracing::info!(why, "collection body refused");
             ApiError::bad("Failed to load the submitted data due to invalid formatting.")
         }
         DefineError::Invalid(data) => ApiError::with_data(StatusCode::BAD_REQUEST, message, data),
-        DefineError::Refused(why) => ApiError::bad(format!("{message} {why}")),
     }
+}
+
+/// Indexes SQLite refused, as PocketBase reports them (`indexes.<i>`).
+fn indexes_refused(refused: Vec<(usize, String)>) -> Map<String, Value> {
+    let mut list = Map::new();
+    for (i, why) in refused {
+        let message = if why.is_empty() {
+            "Invalid CREATE INDEX expression.".to_owned()
+        } else {
+            why
+        };
+        list.insert(
+            i.to_string(),
+            define::verr("validation_invalid_index_expression", &message),
+        );
+    }
+    let mut data = Map::new();
+    data.insert("indexes".into(), Value::Object(list));
+    data
 }
 
 fn store_error(e: StoreError, message: &str) -> ApiError {
     match e {
-        StoreError::ViewQuery { why, missing_id } => {
-            tracing::info!(why, "view query refused");
-            let mut data = Map::new();
-            data.insert(
-                "viewQuery".into(),
-                define::verr(
-                    "validation_invalid_view_query",
-                    &format!("Invalid query - {why}"),
-                ),
-            );
-            // Without a query that works there are no fields either, and PocketBase says so.
-            data.insert(
-                "fields".into(),
-                if missing_id {
-                    define::verr(
-                        "validation_missing_primary_key",
-                        "Missing or invalid \"id\" PK field.",
-                    )
-                } else {
-                    define::verr("validation_required", "Cannot be blank.")
-                },
-            );
-            ApiError::with_data(StatusCode::BAD_REQUEST, message, data)
+        StoreError::IndexesRefused(refused) => {
+            ApiError::with_data(StatusCode::BAD_REQUEST, message, indexes_refused(refused))
         }
-        StoreError::Invalid(why) => {
+        StoreError::ViewQuery { why, .. } | StoreError::Invalid(why) => {
             tracing::info!(why, "collection DDL refused");
-            let mut data = Map::new();
-            data.insert(
-                "indexes".into(),
-                define::verr("validation_invalid_collection", &why),
-            );
-            ApiError::with_data(StatusCode::BAD_REQUEST, message, data)
+            // PocketBase ends every message with a period.
+            let end = if why.ends_with(['.', '!', '?']) {
+                ""
+            } else {
+                "."
+            };
+            ApiError::bad(format!("{message} Raw error: \n{why}{end}"))
         }
         other => other.into(),
     }
@@ -153,7 +155,7 @@ async fn body_json(
     Ok(Value::Object(parsed.data))
 }
 
-/// View collections get their fields from the query; rules are checked by compiling them.
+/// View collections get their fields from the query.
 fn finish_definition(
     conn: crate::store::Conn<'_>,
     schema: &Schema,
@@ -165,33 +167,24 @@ fn finish_definition(
     Ok(c)
 }
 
-fn check_rules(schema: &Schema, c: &Collection, message: &str) -> Result<(), ApiError> {
+/// Check every rule of `built` against the schema as it will be once it is saved (rules may
+/// name the collection itself: self-relations, back-relations).
+fn check_rules(schema: &Schema, built: &mut define::Built, original: Option<&Collection>) {
+    let id = built.collection.id.clone();
+    let mut all: Vec<Collection> = schema
+        .collections
+        .iter()
+        .filter(|c| c.id != id)
+        .map(|c| (**c).clone())
+        .collect();
+    all.push(built.collection.clone());
+    let future = Schema::new(all);
     let req = RequestInfo::default();
-    let mut data = Map::new();
-    for (key, rule) in [
-        ("listRule", &c.rules.list),
-        ("viewRule", &c.rules.view),
-        ("createRule", &c.rules.create),
-        ("updateRule", &c.rules.update),
-        ("deleteRule", &c.rules.delete),
-    ] {
-        if let Some(r) = rule
-            && let Err(e) = query::compile_rule(schema, c, r, &req)
-        {
-            data.insert(
-                key.into(),
-                define::verr(
-                    "validation_invalid_rule",
-                    &format!("Invalid rule. Raw error: {e}."),
-                ),
-            );
-        }
-    }
-    if data.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::with_data(StatusCode::BAD_REQUEST, message, data))
-    }
+    built.check_rules(original, |c, rule| {
+        query::compile_rule(&future, c, rule, &req)
+            .err()
+            .map(|e| e.to_string())
+    });
 }
 
 pub(crate) async fn create(
@@ -243,31 +236,39 @@ async fn save(
         // PocketBase looks the collection up again by the body's id, and finds none.
         return Err(ApiError::not_found());
     }
-    let new = build(&input, old.as_deref(), &state.store.schema())
-        .map_err(|e| define_error(e, message))?;
-    let mut new = new;
-    if new.is_view() {
+    let schema = state.store.schema();
+    let mut built =
+        define::prepare(&input, old.as_deref(), &schema).map_err(|e| define_error(e, message))?;
+    if built.collection.is_view() {
         // A view's fields come from its query, and its rules are checked against them: infer
         // them first (inside a savepoint the writer rolls back).
-        let (schema, query) = (state.store.schema(), new.view_query().to_owned());
-        new.fields = state
-            .store
-            .write(move |conn| ddl::infer_view_fields(conn, &schema, &query))
-            .await
-            .map_err(|e| store_error(e, message))?;
+        let query = built.collection.view_query().to_owned();
+        if query.is_empty() {
+            // (`viewQuery` is already required.)
+            built.set_view_fields(Vec::new(), None, &schema);
+        } else {
+            let s = Arc::clone(&schema);
+            let probe = state
+                .store
+                .write(move |conn| ddl::probe_view(conn, &s, &query))
+                .await
+                .map_err(|e| store_error(e, message))?;
+            built.set_view_fields(probe.fields, probe.error, &schema);
+        }
     }
+    check_rules(&schema, &mut built, old.as_deref());
+    let new = built.into_result().map_err(|e| define_error(e, message))?;
+    if new
+        .name
+        .get(..7)
+        .is_some_and(|p| p.eq_ignore_ascii_case("sqlite_"))
     {
-        // Rules may name the collection itself (self-relations, back-relations): check them
-        // against the schema as it will be once this collection is saved.
-        let current = state.store.schema();
-        let mut all: Vec<Collection> = current
-            .collections
-            .iter()
-            .filter(|c| c.id != new.id)
-            .map(|c| (**c).clone())
-            .collect();
-        all.push(new.clone());
-        check_rules(&Schema::new(all), &new, message)?;
+        // SQLite keeps `sqlite_*` names for itself; PocketBase passes such a name to the
+        // database and answers with its refusal.
+        return Err(ApiError::bad(format!(
+            "{message} Raw error: \nSQL logic error: object name reserved for internal use: {} (1).",
+            new.name
+        )));
     }
     let store = Arc::clone(&state.store);
     let saved = state
@@ -303,7 +304,14 @@ pub(crate) async fn delete(
     state
         .store
         .write_schema(move |tx| ddl::delete_collection(tx, &c))
-        .await?;
+        .await
+        .map_err(|e| match e {
+            StoreError::ViewDependency(why) => {
+                tracing::info!(why, "collection delete refused");
+                ApiError::bad("Failed to delete collection.")
+            }
+            other => other.into(),
+        })?;
     state.plugins.schema_changed();
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -315,7 +323,9 @@ pub(crate) async fn truncate(
 ) -> ApiResult<Response> {
     let c = super::find_collection(&state, &key).ok_or_else(ApiError::not_found)?;
     if c.is_view() {
-        return Err(ApiError::bad("Failed to truncate collection."));
+        return Err(ApiError::bad(
+            "View collections cannot be truncated since they don't store their own records.",
+        ));
     }
     let schema = state.store.schema();
     state
@@ -388,7 +398,10 @@ pub(crate) async fn import(
             data,
         )
     };
-    let Some(Value::Array(list)) = input.get("collections") else {
+    let Some(Value::Array(list)) = input.get("collections").filter(|c| {
+        // An empty list is as missing as no list.
+        c.as_array().is_some_and(|a| !a.is_empty())
+    }) else {
         let mut data = Map::new();
         data.insert(
             "collections".into(),
@@ -448,7 +461,7 @@ pub(crate) async fn import(
                 let snapshot = Schema::new(current.iter().chain(pending).cloned().collect());
                 let built =
                     build(pass_input, existing.as_ref(), &snapshot).map_err(|e| match e {
-                        DefineError::BadFormat(w) | DefineError::Refused(w) => {
+                        DefineError::BadTypeData(w) | DefineError::BadFormat(w) => {
                             StoreError::Invalid(w)
                         }
                         DefineError::Invalid(d) => {

@@ -105,6 +105,13 @@ pub(crate) enum StoreError {
     /// only the `id` column that is missing.
     #[error("invalid view query: {why}")]
     ViewQuery { why: String, missing_id: bool },
+    /// Indexes SQLite refused to create: their position in the collection's list and SQLite's
+    /// reason, as PocketBase words it.
+    #[error("indexes refused: {0:?}")]
+    IndexesRefused(Vec<(usize, String)>),
+    /// Deleting the table would break a view that reads it (the view and SQLite's reason).
+    #[error("a view depends on the table: {0}")]
+    ViewDependency(String),
     /// Plugin SQL that its policy refuses.
     #[error("denied: {0}")]
     Denied(String),
