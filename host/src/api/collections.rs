@@ -43,14 +43,9 @@ fn define_error(e: DefineError, message: &str) -> ApiError {
 fn indexes_refused(refused: Vec<(usize, String)>) -> Map<String, Value> {
     let mut list = Map::new();
     for (i, why) in refused {
-        let message = if why.is_empty() {
-            "Invalid CREATE INDEX expression.".to_owned()
-        } else {
-            why
-        };
         list.insert(
             i.to_string(),
-            define::verr("validation_invalid_index_expression", &message),
+            define::verr("validation_invalid_index_expression", &why),
         );
     }
     let mut data = Map::new();
@@ -171,14 +166,23 @@ fn finish_definition(
 /// name the collection itself: self-relations, back-relations).
 fn check_rules(schema: &Schema, built: &mut define::Built, original: Option<&Collection>) {
     let id = built.collection.id.clone();
-    let mut all: Vec<Collection> = schema
-        .collections
-        .iter()
-        .filter(|c| c.id != id)
-        .map(|c| (**c).clone())
-        .collect();
-    all.push(built.collection.clone());
-    let future = Schema::new(all);
+    let others = schema.collections.iter().map(|c| (**c).clone());
+    let future = match original {
+        // An update replaces the collection it updates.
+        Some(_) => Schema::new(
+            others
+                .filter(|c| c.id != id)
+                .chain(std::iter::once(built.collection.clone()))
+                .collect(),
+        ),
+        // A new one joins the others, which win where it clashes with one of them (it is
+        // refused for that anyway, and rules must still see the existing collections).
+        None => Schema::new(
+            std::iter::once(built.collection.clone())
+                .chain(others)
+                .collect(),
+        ),
+    };
     let req = RequestInfo::default();
     built.check_rules(original, |c, rule| {
         query::compile_rule(&future, c, rule, &req)
@@ -258,18 +262,6 @@ async fn save(
     }
     check_rules(&schema, &mut built, old.as_deref());
     let new = built.into_result().map_err(|e| define_error(e, message))?;
-    if new
-        .name
-        .get(..7)
-        .is_some_and(|p| p.eq_ignore_ascii_case("sqlite_"))
-    {
-        // SQLite keeps `sqlite_*` names for itself; PocketBase passes such a name to the
-        // database and answers with its refusal.
-        return Err(ApiError::bad(format!(
-            "{message} Raw error: \nSQL logic error: object name reserved for internal use: {} (1).",
-            new.name
-        )));
-    }
     let store = Arc::clone(&state.store);
     let saved = state
         .store
@@ -369,6 +361,131 @@ pub(crate) async fn scaffolds(_su: Superuser) -> ApiResult<Response> {
     Ok(ok_json(&Value::Object(out)))
 }
 
+/// One import entry as PocketBase applies it to the collection it names (by id, else name):
+/// the entry over the existing definition, whose fields it does not list are kept (unless
+/// `delete_missing`, which keeps only the system ones; a listed field without an id but with
+/// an existing field's name and type is that existing field).
+fn import_entry(entry: &Value, existing: Option<&Collection>, delete_missing: bool) -> Value {
+    let (Some(old), Value::Object(m)) = (existing, entry) else {
+        return entry.clone();
+    };
+    let mut m = m.clone();
+    if delete_missing && m.get("fields").is_none_or(Value::is_null) {
+        m.insert("fields".into(), json!([]));
+    }
+    if let Some(Value::Array(fields)) = m.get_mut("fields") {
+        for f in &old.fields {
+            if !f.system && delete_missing {
+                continue;
+            }
+            if fields.iter().any(|g| g["id"] == f.id.as_str()) {
+                continue;
+            }
+            let same = fields.iter().position(|g| {
+                g["name"] == f.name.as_str()
+                    && g["type"] == f.kind.as_str()
+                    && g.get("id")
+                        .and_then(Value::as_str)
+                        .is_none_or(str::is_empty)
+            });
+            match same {
+                Some(i) => fields[i] = Value::Object(f.raw.clone()),
+                None => fields.push(Value::Object(f.raw.clone())),
+            }
+        }
+    }
+    Value::Object(m)
+}
+
+/// PocketBase's import, in one transaction: every collection saved first (tables before
+/// views), then each validated against the result (rules, view queries included); any failure
+/// undoes all of it.
+fn import_all(
+    tx: crate::store::Conn<'_>,
+    store: &crate::store::Store,
+    list: &[Value],
+    delete_missing: bool,
+) -> Result<(), StoreError> {
+    let invalid = |name: &str, id: &str, why: String| {
+        StoreError::Invalid(format!(
+            "Data validations failed for collection {name:?} ({id}):\n{why}"
+        ))
+    };
+    let start = store.schema();
+    let mut current: Vec<Collection> = start.collections.iter().map(|c| (**c).clone()).collect();
+    // (existing, entry) pairs, tables first.
+    let mut entries: Vec<(Option<Collection>, Value)> = Vec::new();
+    for entry in list {
+        let key = entry
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .or_else(|| entry.get("name").and_then(Value::as_str))
+            .unwrap_or("");
+        let existing = start.by_id_or_name(key).map(|c| (**c).clone());
+        let entry = import_entry(entry, existing.as_ref(), delete_missing);
+        entries.push((existing, entry));
+    }
+    let is_view = |(old, e): &(Option<Collection>, Value)| {
+        e.get("type").and_then(Value::as_str) == Some("view")
+            || (e.get("type").is_none() && old.as_ref().is_some_and(|o| o.is_view()))
+    };
+    entries.sort_by_key(|x| is_view(x));
+    if delete_missing {
+        for c in start.collections.iter().filter(|c| !c.system) {
+            let kept = entries.iter().any(|(old, e)| {
+                old.as_ref().is_some_and(|o| o.id == c.id) || e["id"] == c.id.as_str()
+            });
+            if !kept {
+                ddl::delete_collection(tx, c)?;
+                current.retain(|x| x.id != c.id);
+            }
+        }
+    }
+    // Save each (its validation comes once all are saved, so relations may point forward).
+    let mut saved: Vec<(Option<Collection>, Value, Collection)> = Vec::new();
+    for (old, entry) in entries {
+        let snapshot = Schema::new(current.clone());
+        let built = define::prepare(&entry, old.as_ref(), &snapshot).map_err(|e| match e {
+            DefineError::BadTypeData(w) | DefineError::BadFormat(w) => StoreError::Invalid(w),
+            DefineError::Invalid(d) => StoreError::Invalid(Value::Object(d).to_string()),
+        })?;
+        let mut c = built.collection;
+        if c.is_view() {
+            c.fields = ddl::probe_view(tx, &snapshot, c.view_query())?.fields;
+        }
+        let same_as_old = old.as_ref().filter(|o| o.id == c.id);
+        match same_as_old {
+            Some(o) => ddl::update_collection(tx, o, &c)?,
+            None => ddl::create_collection(tx, &c)?,
+        }
+        current.retain(|x| x.id != c.id);
+        current.push(c.clone());
+        saved.push((old, entry, c));
+    }
+    // Then validate each against what was saved.
+    let fin = Schema::new(current.clone());
+    for (old, entry, c) in &saved {
+        let others: Vec<Collection> = current.iter().filter(|x| x.id != c.id).cloned().collect();
+        let before = Schema::new(others);
+        let mut built = define::prepare(entry, old.as_ref(), &before)
+            .map_err(|e| invalid(&c.name, &c.id, format!("{e:?}")))?;
+        if built.collection.is_view() {
+            let probe = ddl::probe_view(tx, &fin, built.collection.view_query())?;
+            built.set_view_fields(probe.fields, probe.error, &fin);
+        }
+        check_rules(&fin, &mut built, Some(c));
+        if !built.errors.is_empty() {
+            return Err(invalid(
+                &c.name,
+                &c.id,
+                Value::Object(built.errors).to_string(),
+            ));
+        }
+    }
+    Ok(())
+}
+
 pub(crate) async fn import(
     State(state): State<Shared>,
     _su: Superuser,
@@ -421,87 +538,16 @@ pub(crate) async fn import(
     let store = Arc::clone(&state.store);
     state
         .store
-        .write_schema(move |tx| {
-            // Build against a schema that grows as the import proceeds, so relations between
-            // imported collections resolve in one pass (targets first is not required).
-            let mut current: Vec<Collection> = store
-                .schema()
-                .collections
-                .iter()
-                .map(|c| (**c).clone())
-                .collect();
-            // Placeholders for the imported ids that do not exist yet, so that relations to a
-            // collection later in the list resolve.
-            let stubs: Vec<Collection> = list
-                .iter()
-                .filter_map(|v| v.get("id").and_then(Value::as_str))
-                .filter(|id| !current.iter().any(|c| c.id == *id))
-                .filter_map(|id| {
-                    let mut stub = build(
-                        &json!({"name": format!("__stub_{id}")}),
-                        None,
-                        &Schema::default(),
-                    )
-                    .ok()?;
-                    stub.id = id.to_owned();
-                    Some(stub)
-                })
-                .collect();
-            let mut staged: Vec<(Option<Collection>, Collection)> = Vec::new();
-            for pass_input in &list {
-                let key_id = pass_input.get("id").and_then(Value::as_str).unwrap_or("");
-                let key_name = pass_input.get("name").and_then(Value::as_str).unwrap_or("");
-                let existing = current
-                    .iter()
-                    .find(|c| (!key_id.is_empty() && c.id == key_id) || c.name == key_name)
-                    .cloned();
-                let pending = stubs
-                    .iter()
-                    .filter(|st| !current.iter().any(|c| c.id == st.id));
-                let snapshot = Schema::new(current.iter().chain(pending).cloned().collect());
-                let built =
-                    build(pass_input, existing.as_ref(), &snapshot).map_err(|e| match e {
-                        DefineError::BadTypeData(w) | DefineError::BadFormat(w) => {
-                            StoreError::Invalid(w)
-                        }
-                        DefineError::Invalid(d) => {
-                            StoreError::Invalid(Value::Object(d).to_string())
-                        }
-                    })?;
-                if let Some(pos) = current.iter().position(|c| c.id == built.id) {
-                    current[pos] = built.clone();
-                } else {
-                    current.push(built.clone());
-                }
-                staged.push((existing, built));
-            }
-            let snapshot = Schema::new(current.clone());
-            for (old, new) in staged.iter_mut() {
-                let done = finish_definition(tx, &snapshot, new.clone())?;
-                match old {
-                    Some(o) => ddl::update_collection(tx, o, &done)?,
-                    None => ddl::create_collection(tx, &done)?,
-                }
-            }
-            if delete_missing {
-                let keep: Vec<String> = staged.iter().map(|(_, n)| n.id.clone()).collect();
-                for c in store
-                    .schema()
-                    .collections
-                    .iter()
-                    .filter(|c| !c.system && !keep.contains(&c.id))
-                {
-                    ddl::delete_collection(tx, c)?;
-                }
-            }
-            Ok(())
-        })
+        .write_schema(move |tx| import_all(tx, &store, &list, delete_missing))
         .await
         .map_err(|e| match e {
             StoreError::Invalid(w) => fail(w),
             StoreError::ViewQuery { why, .. } => fail(why),
+            StoreError::IndexesRefused(r) => fail(Value::Object(indexes_refused(r)).to_string()),
+            StoreError::ViewDependency(w) => fail(w),
             StoreError::Sqlite(s) => fail(s.to_string()),
             other => other.into(),
         })?;
+    state.plugins.schema_changed();
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -554,8 +554,7 @@ fn field_json(kind: FieldType, input: &Map<String, Value>) -> Map<String, Value>
         }
         FieldType::Number => {
             let num_or_null = |k: &str| match input.get(k).and_then(Value::as_f64) {
-                Some(n) if n.fract() == 0.0 => json!(n as i64),
-                Some(n) => json!(n),
+                Some(n) => super::value::number(n),
                 None => Value::Null,
             };
             out.insert("max", num_or_null("max"));

@@ -78,7 +78,7 @@ fn create_indexes(conn: &Connection, c: &Collection) -> Result<()> {
         let mut parsed = crate::schema::index::Index::parse(raw);
         parsed.table_name.clone_from(&c.name);
         if !parsed.is_valid() {
-            refused.push((i, String::new()));
+            refused.push((i, "Invalid CREATE INDEX expression.".to_owned()));
             continue;
         }
         if let Err(e) = conn.execute_batch(&parsed.build()) {
@@ -114,16 +114,38 @@ fn index_names(conn: &Connection, table: &str) -> Result<Vec<String>> {
 pub(crate) fn create(conn: Conn<'_>, c: &Collection) -> Result<()> {
     let conn = conn.0;
     if c.is_view() {
+        // PocketBase drops any view of that name first (SQLite's own names refuse that).
+        conn.execute_batch(&format!("DROP VIEW IF EXISTS {}", q(&c.name)))
+            .map_err(|e| StoreError::Invalid(sqlite_text(&e)))?;
         let query = view::normalize(c.view_query()).map_err(view_refused)?;
+        // The query runs as it will in the view; it may not read the view itself.
+        let temp = format!("_temp_{}", ids::lower_alnum(6));
+        let tried = conn
+            .execute(
+                &format!("CREATE VIEW {} AS SELECT * FROM ({query})", q(&temp)),
+                [],
+            )
+            .and_then(|_| {
+                conn.prepare(&format!("PRAGMA table_info({})", q(&temp)))
+                    .map(drop)
+            })
+            .and_then(|()| conn.execute_batch(&format!("DROP VIEW IF EXISTS {}", q(&temp))));
+        if let Err(e) = tried {
+            return Err(StoreError::Invalid(format!(
+                "failed to normalize view query id: {}",
+                sqlite_text(&e)
+            )));
+        }
         // One statement, never a batch: the query is the superuser's text.
         conn.execute(
             &format!("CREATE VIEW {} AS SELECT * FROM ({query})", q(&c.name)),
             [],
         )
-        .map_err(|e| view_refused(sqlite_text(&e)))?;
+        .map_err(|e| StoreError::Invalid(sqlite_text(&e)))?;
         return Ok(());
     }
-    conn.execute_batch(&table_sql(&c.name, &c.fields))?;
+    conn.execute_batch(&table_sql(&c.name, &c.fields))
+        .map_err(|e| StoreError::Invalid(sqlite_text(&e)))?;
     create_indexes(conn, c)
 }
 

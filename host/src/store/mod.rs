@@ -105,7 +105,7 @@ pub(crate) enum StoreError {
     /// only the `id` column that is missing.
     #[error("invalid view query: {why}")]
     ViewQuery { why: String, missing_id: bool },
-    /// Indexes SQLite refused to create: their position in the collection's list and SQLite's
+    /// Indexes that could not be created: their position in the collection's list and the
     /// reason, as PocketBase words it.
     #[error("indexes refused: {0:?}")]
     IndexesRefused(Vec<(usize, String)>),

@@ -402,14 +402,9 @@ fn field_errors(
             let s = int(f, "maxSize");
             put("maxSize", first([min_int(s, 0), max_int(s, MAX_SAFE_INT)]));
         }
-        FieldType::Date => {
-            let (min, max) = (string(f, "min"), string(f, "max"));
-            put(
-                "max",
-                (!max.is_empty() && !min.is_empty() && max < min)
-                    .then(|| verr("validation_date_out_of_range", "The date is out of range.")),
-            );
-        }
+        // A date field's min and max are not checked against each other: PocketBase builds the
+        // range rule and never applies it (its builder returns a copy that is dropped).
+        FieldType::Date => {}
         FieldType::Autodate => {
             let (on_create, on_update) = (flag(f, "onCreate"), flag(f, "onUpdate"));
             let old = original
@@ -596,7 +591,12 @@ fn fields_error(m: &Model, original: Option<&Collection>, schema: &Schema) -> Op
         if names.contains(&name.to_lowercase()) {
             return Some(json!({ i.to_string(): {"name": verr_params(
                 "validation_duplicated_field_name",
-                &format!("Duplicated or invalid field name {name}."),
+                // PocketBase trims the message before its full stop (an empty or space-ended
+                // name leaves no space before it).
+                &format!(
+                    "{}.",
+                    format!("Duplicated or invalid field name {name}").trim_end()
+                ),
                 json!({"fieldName": name}),
             )}}));
         }
