@@ -49,8 +49,16 @@ SCENARIOS = {
     "list_100k": ("100k", "get.lua", LIST, "default list (with total count), 100,000 records"),
     "list_100k_skiptotal": ("100k", "get.lua", LIST + "?skipTotal=1", "default list, skipTotal=1, 100,000 records"),
     "create": ("1k", "create.lua", LIST, "POST a small JSON post"),
+    "batch_create": ("1k", "batch.lua", "/api/batch", "POST /api/batch with 50 small creates in one transaction"),
+    "create_during_batches": ("1k", "create.lua", LIST,
+                              "single creates while a second wrk (1 thread, 4 connections) sends 50-create batches"),
     "mixed_90_10": ("1k", "mixed.lua", LIST, "45% list, 45% view, 10% create"),
 }
+# Scenario-specific load: batches are heavy requests, fewer connections keep both servers inside
+# wrk's timeout; the background load runs beside the measured one for its whole life.
+CONNS = {"batch_create": 16}
+BACKGROUND = {"create_during_batches": ("batch.lua", 1, 4)}
+BATCH_SIZE = 50
 SERVERS = ("ferrobase", "pocketbase")
 LABEL = {"ferrobase": "ferrobase", "pocketbase": "PocketBase", "ceiling": "ceiling"}
 
@@ -238,11 +246,19 @@ def probe(scn, srv, ctx):
         st_anon, raw_anon = get(PRIVATE)
         if st_anon == 200 and js(raw_anon).get("totalItems") not in (0, -1):
             notes.append("anonymous request sees records")
-    elif scn == "create":
+    elif scn in ("create", "create_during_batches"):
         body = {"title": "probe", "body": "probe", "published": True, "views": 1, "owner": ctx["users"][0]["id"]}
         st, raw = common.http("POST", base + LIST, body, timeout=ctx["a"].probe_timeout)
         if st == 200 and not js(raw).get("id"):
             notes.append("no id in answer")
+    elif scn == "batch_create":
+        one = {"title": "probe", "body": "probe", "published": True, "views": 1, "owner": ctx["users"][0]["id"]}
+        reqs = [{"method": "POST", "url": LIST, "body": one} for _ in range(2)]
+        st, raw = common.http("POST", base + "/api/batch", {"requests": reqs}, timeout=ctx["a"].probe_timeout)
+        if st == 200:
+            out = js(raw)
+            if not isinstance(out, list) or len(out) != 2 or any(o.get("status") != 200 for o in out):
+                notes.append("not two created records")
     else:
         raise AssertionError(scn)
     if st == 0:
@@ -254,8 +270,8 @@ def probe(scn, srv, ctx):
 
 # ---------------------------------------------------------------- wrk
 
-def wrk(a, script, base, path, secs, env):
-    cmd = ["wrk", f"-t{a.threads}", f"-c{a.conns}", f"-d{secs}s", f"--timeout={a.req_timeout}s", "--latency",
+def wrk(a, script, base, path, secs, env, conns=None):
+    cmd = ["wrk", f"-t{a.threads}", f"-c{conns or a.conns}", f"-d{secs}s", f"--timeout={a.req_timeout}s", "--latency",
            "-s", os.path.join(HERE, "lua", script), base + (path if script == "get.lua" else "/")]
     if a.wrk_cpus:
         cmd = ["taskset", "-c", a.wrk_cpus] + cmd
@@ -269,16 +285,31 @@ def wrk(a, script, base, path, secs, env):
     return None, f"wrk rc={r.returncode}: {(r.stderr or r.stdout)[-300:]}"
 
 
-def measure(a, script, base, path, proc, warm_env, run_env, row):
+def background(a, scn, base, env):
+    """Start the scenario's background load (a second wrk on the load core) for the warm-up and
+    the measured run; None when the scenario has none."""
+    if scn not in BACKGROUND:
+        return None
+    script, threads, conns = BACKGROUND[scn]
+    secs = a.warmup + a.settle_max + a.duration + 5
+    cmd = ["wrk", f"-t{threads}", f"-c{conns}", f"-d{secs}s", f"--timeout={a.req_timeout}s",
+           "-s", os.path.join(HERE, "lua", script), base + "/"]
+    if a.wrk_cpus:
+        cmd = ["taskset", "-c", a.wrk_cpus] + cmd
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
+
+
+def measure(a, script, base, path, proc, warm_env, run_env, row, conns=None, busy=False):
     """Warm up, wait until the server is idle, run the measured wrk and fill `row`: CPU shares,
-    peak RSS, wrk's counts, req/s and a status (ok, errors, few, failed). Returns wrk's result."""
+    peak RSS, wrk's counts, req/s and a status (ok, errors, few, failed). Returns wrk's result.
+    `busy`: a background load runs meanwhile, so the server is never idle and is not waited for."""
     if a.warmup > 0:
-        wrk(a, script, base, path, a.warmup, warm_env)
+        wrk(a, script, base, path, a.warmup, warm_env, conns)
     # wrk's exit does not stop work the server already accepted: wait until it is idle, so the
     # warm-up's backlog is not measured (PocketBase keeps running queued queries for seconds)
-    row["settle_s"] = settle(proc.pid, a.settle_max)
+    row["settle_s"] = 0 if busy else settle(proc.pid, a.settle_max)
     t_srv0, t_busy0, t_kids0, t0 = proc_ticks(proc.pid), busy_ticks(), children_cpu(), time.time()
-    res, err = wrk(a, script, base, path, a.duration, run_env)
+    res, err = wrk(a, script, base, path, a.duration, run_env, conns)
     t_srv1, t_busy1, t_kids1, t1 = proc_ticks(proc.pid), busy_ticks(), children_cpu(), time.time()
     row["peak_rss_kb"] = proc_status_kb(proc.pid, "VmHWM")
     row["rss_end_kb"] = proc_status_kb(proc.pid, "VmRSS")
@@ -348,7 +379,18 @@ def run_one(a, scn, kind, rep, ctx):
             row.update(status="failed", error=f"probe: {pr['note']}")
             return row
 
-        measure(a, script, srv.base, path, srv.proc, env, env, row)
+        bg = background(a, scn, srv.base, env)
+        try:
+            measure(a, script, srv.base, path, srv.proc, env, env, row, CONNS.get(scn), bg is not None)
+        finally:
+            if bg is not None:
+                bg.kill()
+                out, _ = bg.communicate()
+                for line in out.splitlines():
+                    if line.startswith("WRKJSON "):
+                        row["background"] = json.loads(line[8:])
+        if scn in ("batch_create",):
+            row["records_per_s"] = round(row.get("rps", 0) * BATCH_SIZE, 1)
         if not pr["ok"]:
             row["status"] = row["status"] + "+probe_mismatch" if row["status"] != "failed" else "failed"
         return row
@@ -463,6 +505,24 @@ def render(rows, ctx, a):
             if cmed and l1:
                 line += f" list_1k {LABEL[kind]} = **{100 * med(l1) / cmed:.0f}%** of the ceiling."
         md.append(line)
+    for scn in ("batch_create", "create_during_batches"):
+        if scn not in ctx["scenarios"]:
+            continue
+        parts = []
+        for kind in SERVERS:
+            rs = [r for r in by.get((scn, kind), []) if r.get("status") != "failed"]
+            if not rs:
+                continue
+            if scn == "batch_create":
+                parts.append(f"{LABEL[kind]} {num(med([r['records_per_s'] for r in rs]))} records/s")
+            else:
+                bg = [r["background"]["requests"] / r["background"]["duration_s"] for r in rs if r.get("background")]
+                parts.append(f"{LABEL[kind]} single-create p99 {lat(med([r['lat_p99_ms'] for r in rs]))} ms "
+                             f"beside {num(med(bg), 1) if bg else '–'} background batches/s (whole background run)")
+        if parts:
+            label = ("**batch_create** (50 creates per request, "
+                     f"-c{CONNS['batch_create']})" if scn == "batch_create" else "**create_during_batches**")
+            md += ["", f"{label}: " + "; ".join(parts) + "."]
     others = [r["other_cpu_pct"] for r in rows if r.get("other_cpu_pct") is not None]
     md += ["", "req/s: successful responses per second, median (min–max) over reps; ⚠ = some errors, a probe "
            "mismatch, or fewer responses than connections (the run was too short for that server's queue); "

@@ -128,7 +128,8 @@ def make_template(a):
 def probe(scn, mode, base, tok, plugins):
     notes = []
     st, raw = common.http("GET", base + "/api/plugins", token=tok, timeout=30)
-    loaded = sorted(p["name"] for p in json.loads(raw).get("plugins", [])) if st == 200 else None
+    loaded = sorted(p["name"] for p in json.loads(raw).get("plugins", [])
+                    if p.get("state", "loaded") == "loaded") if st == 200 else None
     want = sorted(p.replace("_", "-") for p in plugins)
     if loaded != want:
         notes.append(f"plugins loaded {loaded}, expected {want}; report: {raw[:400]!r}")

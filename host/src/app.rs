@@ -75,15 +75,29 @@ pub(crate) async fn serve(
     )
     .await
     .map_err(std::io::Error::other)?;
+    let feed = Arc::new(crate::records::feed::Feed::default());
+    feed.listen(Arc::new(crate::records::feed::AfterCommitHooks(
+        Arc::clone(&plugins),
+    )));
     let records = Arc::new(crate::records::Records {
         store: Arc::clone(&store),
         plugins: Arc::clone(&plugins),
+        feed,
     });
     plugins.set_services(Arc::new(crate::records::services::RecordServices {
         records: Arc::downgrade(&records),
     }));
+    let realtime = crate::realtime::Hub::start(cfg.realtime.clone(), &records);
+    let settings = Arc::new(
+        crate::settings::Live::load(&store)
+            .await
+            .map_err(std::io::Error::other)?,
+    );
     let state = Arc::new(AppState {
         store: Arc::clone(&store),
+        settings,
+        limiters: api::rate_limit::Limiters::default(),
+        realtime: Arc::clone(&realtime),
         cfg: Arc::clone(&cfg),
         caches: api::cache::Caches::new(
             cfg.cache.tokens,
@@ -95,6 +109,12 @@ pub(crate) async fn serve(
     });
     plugins.spawn_background();
     let router = api::router(state);
+    // Realtime streams never end by themselves: close them when the server stops, so the drain
+    // does not wait its whole grace period for them.
+    let shutdown = async move {
+        shutdown.await;
+        realtime.close_all();
+    };
     crate::http::serve(listener, http_limits(&cfg), router, shutdown).await?;
     let s = Arc::clone(&store);
     let _ = tokio::task::spawn_blocking(move || s.close()).await;

@@ -40,6 +40,28 @@ enum Command {
         #[command(subcommand)]
         action: SuperuserAction,
     },
+    /// Work on plugins.
+    Plugin {
+        #[command(subcommand)]
+        action: PluginAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum PluginAction {
+    /// Write a new plugin crate, ready to build for wasm32-wasip2, with the SDK this binary was
+    /// built with vendored into it.
+    New {
+        /// The plugin's name: lowercase letters, digits, - and _ (also its crate's and its
+        /// routes' prefix, /api/NAME/...).
+        name: String,
+        /// Where to create the crate's folder (default: the current directory).
+        #[arg(long)]
+        path: Option<PathBuf>,
+        /// Depend on the SDK at this path instead of vendoring a copy.
+        #[arg(long)]
+        sdk: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -84,6 +106,10 @@ async fn shutdown_signal() {
 
 fn try_run() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    // Writing a plugin crate needs no configuration (nor a valid pb.toml).
+    if let Some(Command::Plugin { action }) = &cli.command {
+        return plugin(action);
+    }
     let http = match &cli.command {
         Some(Command::Serve { http, .. }) => http.clone(),
         _ => None,
@@ -102,6 +128,7 @@ fn try_run() -> anyhow::Result<()> {
     init_tracing(&cfg.log.level);
     match cli.command {
         Some(Command::Superuser { action }) => superuser(&cfg, action),
+        Some(Command::Plugin { action }) => plugin(&action),
         None | Some(Command::Serve { .. }) => serve(cfg),
     }
 }
@@ -138,6 +165,26 @@ fn superuser(cfg: &Config, action: SuperuserAction) -> anyhow::Result<()> {
     println!("{msg}");
     store.close();
     Ok(())
+}
+
+fn plugin(action: &PluginAction) -> anyhow::Result<()> {
+    match action {
+        PluginAction::New { name, path, sdk } => {
+            let parent = path.clone().unwrap_or_else(|| PathBuf::from("."));
+            let dir = crate::plugins::new_plugin(&parent, name, sdk.as_deref())
+                .map_err(anyhow::Error::msg)?;
+            let file = name.replace('-', "_");
+            println!("Created the plugin crate {}.", dir.display());
+            println!(
+                "  cd {} && cargo build --release --target wasm32-wasip2",
+                dir.display()
+            );
+            println!(
+                "  then copy target/wasm32-wasip2/release/{file}.wasm into the server's plugins folder"
+            );
+            Ok(())
+        }
+    }
 }
 
 /// The `ferrobase` command line: parse, run, and map the outcome to an exit code.

@@ -13,6 +13,7 @@ pub(crate) struct Config {
     pub cache: CacheConfig,
     pub log: LogConfig,
     pub plugins: PluginsConfig,
+    pub realtime: RealtimeConfig,
     /// The file this came from, when there was one (watched for plugin sections).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -139,6 +140,31 @@ pub(crate) struct StoreSection {
 pub(crate) struct Limits {
     pub page_size_default: i64,
     pub page_size_max: i64,
+}
+
+/// `[realtime]`: the SSE clients' limits.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct RealtimeConfig {
+    /// Messages waiting for one client; a client that falls this far behind is disconnected.
+    pub queue_len: usize,
+    /// Topics one client may hold (PocketBase's 400 past it).
+    pub max_subscriptions: usize,
+    /// A stream with nothing to send for this long is closed (the SDK reconnects).
+    pub idle_timeout_ms: u64,
+    /// A stream is closed after this long whatever it sends.
+    pub max_age_ms: u64,
+}
+
+impl Default for RealtimeConfig {
+    fn default() -> Self {
+        Self {
+            queue_len: 256,
+            max_subscriptions: 1000,
+            idle_timeout_ms: 300_000,
+            max_age_ms: 1_800_000,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

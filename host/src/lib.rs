@@ -7,11 +7,14 @@ mod app;
 mod auth;
 mod cli;
 mod config;
+mod cron;
 mod http;
 mod plugins;
 mod query;
+mod realtime;
 mod records;
 mod schema;
+mod settings;
 mod store;
 pub mod testkit;
 

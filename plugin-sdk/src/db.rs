@@ -4,11 +4,15 @@
 //! request (routes, hooks); jobs and after-commit events run as the system and see every record.
 //! Record writes go through the REST API's path (validation, unique indexes, hooks), as the
 //! system, and are not allowed in before-hooks or in-transaction hooks; `execute` is.
+//!
+//! Raw SQL (`query`, `execute`) reaches the tables of non-system collections only, and never a
+//! hidden field without its `db:hidden:<collection>.<field>` grant; schema information comes
+//! from [`collections`]. The crate README states the whole policy.
 
 use crate::bindings::ferrobase::plugin::db as wit;
 use crate::record::{Record, Value};
 
-pub use wit::{DbError, Rows};
+pub use wit::{CollectionInfo, DbError, FieldInfo, Rows};
 
 impl DbError {
     /// The host's explanation, without the variant's name.
@@ -81,4 +85,24 @@ pub fn update_record(
 /// Deletes a record (relation cascade rules apply).
 pub fn delete_record(collection: &str, id: &str) -> Result<(), DbError> {
     wit::delete_record(collection, id)
+}
+
+/// Every collection's shape and rules, system ones included; never their options (which hold
+/// token secrets). Needs `db:read`.
+pub fn collections() -> Result<Vec<CollectionInfo>, DbError> {
+    wit::collections()
+}
+
+/// One collection's shape, by name (any case, as PocketBase looks names up) or id.
+pub fn collection(name_or_id: &str) -> Result<Option<CollectionInfo>, DbError> {
+    Ok(wit::collections()?
+        .into_iter()
+        .find(|c| c.id == name_or_id || c.name.eq_ignore_ascii_case(name_or_id)))
+}
+
+impl CollectionInfo {
+    /// The field `name`.
+    pub fn field(&self, name: &str) -> Option<&FieldInfo> {
+        self.fields.iter().find(|f| f.name == name)
+    }
 }

@@ -61,7 +61,7 @@ mod route;
 
 pub use context::Context;
 pub use manifest::{Event, Manifest};
-pub use record::{Action, Change, Principal, Record, Rejection, Value, Verdict};
+pub use record::{Action, Change, OutOfRange, Principal, Record, Rejection, Value, Verdict};
 pub use route::{Request, Response};
 
 // The README's examples compile as doctests too.
@@ -82,14 +82,16 @@ pub mod bindings {
         path: "wit",
         pub_export_macro: true,
         // The public `export!` is ours (it adapts a `Plugin`); the generated one stays hidden.
+        // No `default_bindings_module`: it would hard-code this crate's name into the generated
+        // macro, and a plugin may depend on the SDK under any key. `export!` passes `$crate`.
         export_macro_name: "__export_plugin_bindings",
-        default_bindings_module: "ferrobase_plugin::bindings",
         additional_derives: [PartialEq],
     });
 }
 
 /// What most plugins import: `use ferrobase_plugin::prelude::*;`.
 pub mod prelude {
+    pub use crate::db::DbError;
     pub use crate::{
         Action, Change, Context, Event, Manifest, Plugin, Principal, Record, Rejection, Request,
         Response, Value, Verdict, config, db, http, json, kv, log,
@@ -105,12 +107,15 @@ pub trait Plugin {
     /// Called once per loaded version, before anything else.
     fn manifest() -> Manifest;
 
-    /// Before a record is created; `pending` is validated input. Reads only.
+    /// Before a record is created. `pending` is the client's input coerced to the fields'
+    /// types, not yet validated: validation runs on the record (patches included) after the
+    /// last before-hook, as PocketBase's model hooks do. Reads only.
     fn before_create(_ctx: &Context, _pending: &Record) -> Result<Verdict, Rejection> {
         Ok(Verdict::proceed())
     }
 
-    /// Before a record is updated: `current` is stored, `pending` is what would be written.
+    /// Before a record is updated: `current` is stored, `pending` is what would be written
+    /// (coerced, not yet validated, as for [`Plugin::before_create`]).
     fn before_update(
         _ctx: &Context,
         _current: &Record,

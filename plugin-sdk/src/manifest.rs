@@ -88,8 +88,10 @@ impl Manifest {
         self
     }
 
-    /// Capabilities asked for: `"db:read"`, `"db:write"`, `"kv"`, `"http"`. Each must be granted
-    /// in pb.toml or the plugin does not load.
+    /// Capabilities asked for: `"db:read"`, `"db:write"`, `"kv"`, `"http"`, `"clock"` (a real
+    /// wall clock; without it the clock reads the Unix epoch), and
+    /// `"db:hidden:<collection>.<field>"` (raw SQL on one hidden field). Each must be granted in
+    /// pb.toml or the plugin does not load, and a plugin holds only what it asks for here.
     #[must_use]
     pub fn wants(mut self, grants: &[&str]) -> Self {
         for grant in grants {

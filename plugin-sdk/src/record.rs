@@ -112,6 +112,63 @@ impl From<i64> for Value {
     }
 }
 
+impl From<i32> for Value {
+    fn from(n: i32) -> Self {
+        Value::Integer(n.into())
+    }
+}
+
+impl From<u8> for Value {
+    fn from(n: u8) -> Self {
+        Value::Integer(n.into())
+    }
+}
+
+impl From<u16> for Value {
+    fn from(n: u16) -> Self {
+        Value::Integer(n.into())
+    }
+}
+
+impl From<u32> for Value {
+    fn from(n: u32) -> Self {
+        Value::Integer(n.into())
+    }
+}
+
+impl From<f32> for Value {
+    fn from(n: f32) -> Self {
+        Value::Real(n.into())
+    }
+}
+
+/// A `u64` or `usize` past `i64::MAX` has no exact `Value`: it would be neither an integer nor
+/// (exactly) a real.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutOfRange;
+
+impl core::fmt::Display for OutOfRange {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("the number is larger than i64::MAX")
+    }
+}
+
+impl std::error::Error for OutOfRange {}
+
+impl TryFrom<u64> for Value {
+    type Error = OutOfRange;
+    fn try_from(n: u64) -> Result<Self, OutOfRange> {
+        i64::try_from(n).map(Value::Integer).map_err(|_| OutOfRange)
+    }
+}
+
+impl TryFrom<usize> for Value {
+    type Error = OutOfRange;
+    fn try_from(n: usize) -> Result<Self, OutOfRange> {
+        i64::try_from(n).map(Value::Integer).map_err(|_| OutOfRange)
+    }
+}
+
 impl From<Vec<u8>> for Value {
     fn from(b: Vec<u8>) -> Self {
         Value::Blob(b)
@@ -346,6 +403,18 @@ mod tests {
         assert_eq!(r.fields[0].code, "validation_invalid_slug");
         let r = r.with_message(Rejection::UPDATE_FAILED);
         assert_eq!(r.message, "Failed to update record.");
+    }
+
+    #[test]
+    fn unsigned_and_small_numbers_convert_exactly() {
+        assert_eq!(Value::from(7u8), Value::Integer(7));
+        assert_eq!(Value::from(u16::MAX), Value::Integer(65_535));
+        assert_eq!(Value::from(u32::MAX), Value::Integer(4_294_967_295));
+        assert_eq!(Value::from(-3i32), Value::Integer(-3));
+        assert_eq!(Value::from(0.5f32), Value::Real(0.5));
+        assert_eq!(Value::try_from(42u64), Ok(Value::Integer(42)));
+        assert_eq!(Value::try_from(u64::MAX), Err(OutOfRange));
+        assert_eq!(Value::try_from(9usize), Ok(Value::Integer(9)));
     }
 
     #[test]

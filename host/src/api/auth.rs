@@ -2,16 +2,15 @@
 //! password reset and email change answer PocketBase's honest error until their issue lands.
 
 use super::body;
-use super::error::{ApiError, ApiResult, MSG_VALIDATION};
+use super::error::{ApiError, ApiResult, MSG_NOT_ALLOWED, MSG_VALIDATION};
 use super::{Shared, caller, find_collection, ok_json, query_map};
 use crate::auth::{password, token};
 use crate::records::json::{FieldsFilter, Viewer, record_json};
 use crate::schema::Collection;
 use crate::schema::define::verr;
 use crate::store::records as store_records;
-use axum::body::Body;
-use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
@@ -27,11 +26,38 @@ fn auth_collection(state: &Shared, key: &str) -> ApiResult<Arc<Collection>> {
         })
 }
 
+/// `settings.rateLimits` for an auth route of `c` (nothing while rate limits are off).
+async fn limit(
+    state: &Shared,
+    head: &axum::http::request::Parts,
+    c: &Collection,
+    tags: &[&str],
+) -> ApiResult<()> {
+    if !state.settings.peek().rate_limits.enabled {
+        return Ok(());
+    }
+    let who = caller(state, &head.headers).await;
+    super::rate_limit::check_collection(
+        state,
+        &super::rate_limit::Asking {
+            method: head.method.as_str(),
+            path: head.uri.path(),
+            headers: &head.headers,
+            extensions: &head.extensions,
+        },
+        who.as_ref(),
+        c,
+        tags,
+    )
+}
+
 pub(crate) async fn methods(
     State(state): State<Shared>,
     Path(key): Path<String>,
+    request: axum::extract::Request,
 ) -> ApiResult<Response> {
     let c = auth_collection(&state, &key)?;
+    limit(&state, &request.into_parts().0, &c, &["listAuthMethods"]).await?;
     let pa = c.auth_option("passwordAuth").cloned().unwrap_or(json!({}));
     let enabled = pa.get("enabled").and_then(Value::as_bool).unwrap_or(false);
     let identity = pa.get("identityFields").cloned().unwrap_or(json!([]));
@@ -113,15 +139,16 @@ fn sign_auth_token(
 pub(crate) async fn with_password(
     State(state): State<Shared>,
     Path(key): Path<String>,
-    headers: HeaderMap,
-    RawQuery(raw): RawQuery,
-    body: Body,
+    request: axum::extract::Request,
 ) -> ApiResult<Response> {
+    let (head, body) = request.into_parts();
+    let headers = &head.headers;
     let c = auth_collection(&state, &key)?;
-    let q = query_map(raw.as_deref());
+    limit(&state, &head, &c, &["authWithPassword", "auth"]).await?;
+    let q = query_map(head.uri.query());
     let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
         .map_err(|_| ApiError::bad_request())?;
-    let data = body::parse(&headers, body, state.cfg.http.body_bytes_max)
+    let data = body::parse(headers, body, state.cfg.http.body_bytes_max)
         .await
         .map_err(|e| e.answer(body::MSG_UNSUPPORTED, body::MSG_LOAD_FAILED))?
         .data;
@@ -213,6 +240,17 @@ pub(crate) async fn with_password(
     if !ok {
         return Err(fail());
     }
+    if c.id == crate::schema::SUPERUSERS_ID {
+        let settings = state.settings.current();
+        if !settings.superuser_ips.is_empty()
+            && !crate::settings::ip_in_list(
+                &settings.superuser_ips,
+                &super::client_ip(&settings, headers, &head.extensions),
+            )
+        {
+            return Err(ApiError::new(StatusCode::FORBIDDEN, MSG_NOT_ALLOWED));
+        }
+    }
     crate::records::auth_rule_allows(&state.store, &c, &row).await?;
     let tok = sign_auth_token(&c, &row, true)?;
     Ok(auth_response(
@@ -227,11 +265,13 @@ pub(crate) async fn with_password(
 pub(crate) async fn refresh(
     State(state): State<Shared>,
     Path(key): Path<String>,
-    headers: HeaderMap,
-    RawQuery(raw): RawQuery,
+    request: axum::extract::Request,
 ) -> ApiResult<Response> {
+    let head = request.into_parts().0;
+    let (headers, raw) = (&head.headers, head.uri.query().map(str::to_owned));
     let c = auth_collection(&state, &key)?;
-    let who = caller(&state, &headers)
+    limit(&state, &head, &c, &["authRefresh"]).await?;
+    let who = caller(&state, headers)
         .await
         .ok_or_else(ApiError::requires_auth)?;
     if who.collection.id != c.id {

@@ -551,3 +551,88 @@ pub(crate) async fn import(
     state.plugins.schema_changed();
     Ok(StatusCode::NO_CONTENT.into_response())
 }
+
+/// `POST /api/collections/meta/dry-run-view {"query"}`: the fields a view collection with this
+/// query would get and up to 10 of its rows, as the dashboard previews them; nothing is kept.
+pub(crate) async fn dry_run_view(
+    State(state): State<Shared>,
+    _su: Superuser,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    const QUERY_CHARS_MAX: usize = 5000;
+    let input = body_json(
+        &state,
+        &headers,
+        body,
+        super::body::MSG_LOAD_FAILED,
+        super::body::MSG_LOAD_FAILED,
+    )
+    .await?;
+    let query = match input.get("query") {
+        None | Some(Value::Null) => "",
+        Some(Value::String(s)) => s.as_str(),
+        Some(_) => return Err(ApiError::bad(super::body::MSG_LOAD_FAILED)),
+    };
+    let invalid = if query.is_empty() {
+        Some(define::verr("validation_required", "Cannot be blank."))
+    } else if query.chars().count() > QUERY_CHARS_MAX {
+        Some(define::verr_params(
+            "validation_length_too_long",
+            &format!("The length must be no more than {QUERY_CHARS_MAX}."),
+            json!({"max": QUERY_CHARS_MAX, "min": 0}),
+        ))
+    } else {
+        None
+    };
+    if let Some(e) = invalid {
+        let mut data = Map::new();
+        data.insert("query".into(), e);
+        return Err(ApiError::with_data(
+            StatusCode::BAD_REQUEST,
+            super::error::MSG_VALIDATION,
+            data,
+        ));
+    }
+    let schema = state.store.schema();
+    let name = format!("temp_view_{}", crate::schema::ids::lower_alnum(5));
+    let c = build(
+        &json!({"name": name, "type": "view", "viewQuery": query}),
+        None,
+        &schema,
+    )
+    .map_err(|e| define_error(e, "Invalid view query."))?;
+    let (view, rows) = state
+        .store
+        .write(move |conn| {
+            let out = ddl::dry_run_view(conn, &schema, &c, 10)?;
+            Ok((c, out))
+        })
+        .await
+        .map_err(|e| match e {
+            StoreError::ViewQuery { why, .. } => {
+                let stop = if why.ends_with(['.', '!', '?']) {
+                    ""
+                } else {
+                    "."
+                };
+                ApiError::bad(format!("Invalid view query. Raw error: \n{why}{stop}"))
+            }
+            other => other.into(),
+        })
+        .map(|(mut c, (fields, rows))| {
+            c.fields = fields;
+            (Arc::new(c), rows)
+        })?;
+    let viewer = crate::records::json::Viewer {
+        superuser: true,
+        ..Default::default()
+    };
+    let sample: Vec<Value> = rows
+        .into_iter()
+        .map(|r| Value::Object(crate::records::json::record_json(&view, r, &viewer)))
+        .collect();
+    Ok(ok_json(
+        &json!({"fields": view.to_api_json()["fields"].clone(), "sample": sample}),
+    ))
+}

@@ -14,6 +14,8 @@ pub(crate) const MSG_SUPERUSERS_ONLY: &str = "Only superusers can perform this a
 pub(crate) const MSG_REQUIRES_AUTH: &str = "The request requires valid record authorization token.";
 pub(crate) const MSG_FORBIDDEN_RECORD: &str =
     "The authorized record is not allowed to perform this action.";
+/// PocketBase's default 403 (a superuser outside `superuserIPs`, among others).
+pub(crate) const MSG_NOT_ALLOWED: &str = "You are not allowed to perform this request.";
 pub(crate) const MSG_MISSING_COLLECTION: &str = "Missing collection context.";
 pub(crate) const MSG_VALIDATION: &str = "An error occurred while validating the submitted data.";
 

@@ -2,6 +2,7 @@
 //! no rusqlite and no wasmtime.
 
 mod auth;
+mod batch;
 mod body;
 pub(crate) mod cache;
 mod collections;
@@ -9,7 +10,10 @@ pub(crate) mod error;
 mod extract;
 mod health;
 mod plugin_routes;
+pub(crate) mod rate_limit;
+mod realtime;
 mod records;
+mod settings;
 mod trace;
 
 use crate::auth::token;
@@ -28,6 +32,12 @@ use std::sync::Arc;
 
 pub(crate) struct AppState {
     pub store: Arc<Store>,
+    /// PocketBase's settings in effect (a snapshot; `settings::Live` swaps it on change).
+    pub settings: Arc<crate::settings::Live>,
+    /// The request counters of `settings.rateLimits`.
+    pub limiters: rate_limit::Limiters,
+    /// Realtime clients and their subscriptions.
+    pub realtime: Arc<crate::realtime::Hub>,
     pub cfg: Arc<Config>,
     pub caches: cache::Caches,
     pub plugins: Arc<crate::plugins::Plugins>,
@@ -117,9 +127,84 @@ pub(crate) async fn caller(state: &AppState, headers: &HeaderMap) -> Option<Call
     Some(caller)
 }
 
+/// An address as PocketBase prints one (`netip.Addr.StringExpanded`): IPv6 with all eight groups
+/// of four digits.
+fn expanded(ip: std::net::IpAddr) -> String {
+    match ip {
+        std::net::IpAddr::V4(v4) => v4.to_string(),
+        std::net::IpAddr::V6(v6) => v6
+            .segments()
+            .iter()
+            .map(|g| format!("{g:04x}"))
+            .collect::<Vec<_>>()
+            .join(":"),
+    }
+}
+
+/// The client's address as PocketBase's `RealIP` finds it: from the first configured trusted
+/// proxy header present (its last value; the rightmost valid address, or the leftmost with
+/// `useLeftmostIP`), else the socket's peer. Without `trustedProxy.headers` a client cannot
+/// choose what address it is seen with.
+pub(crate) fn client_ip(
+    settings: &crate::settings::Settings,
+    headers: &HeaderMap,
+    extensions: &axum::http::Extensions,
+) -> String {
+    let proxy = &settings.trusted_proxy;
+    for name in &proxy.headers {
+        let Some(last) = headers.get_all(name.as_str()).iter().next_back() else {
+            continue;
+        };
+        let list = last.to_str().unwrap_or("");
+        if list.is_empty() {
+            continue;
+        }
+        let parse = |s: &str| s.trim().parse::<std::net::IpAddr>().ok();
+        let found = if proxy.use_leftmost_ip {
+            list.split(',').find_map(parse)
+        } else {
+            list.rsplit(',').find_map(parse)
+        };
+        if let Some(ip) = found {
+            return expanded(ip);
+        }
+    }
+    extensions
+        .get::<crate::http::Peer>()
+        .map(|crate::http::Peer(a)| expanded(a.ip()))
+        .unwrap_or_default()
+}
+
+/// `superuserIPs`: a request carrying a superuser's token from an address outside the list is
+/// refused whatever it asks (PocketBase's 403). Costs nothing while the list is empty.
+async fn superuser_ip_refused(
+    state: &AppState,
+    headers: &HeaderMap,
+    extensions: &axum::http::Extensions,
+) -> bool {
+    {
+        let settings = state.settings.peek();
+        if settings.superuser_ips.is_empty() || !headers.contains_key(header::AUTHORIZATION) {
+            return false;
+        }
+        let ip = client_ip(&settings, headers, extensions);
+        if crate::settings::ip_in_list(&settings.superuser_ips, &ip) {
+            return false;
+        }
+    }
+    caller(state, headers)
+        .await
+        .is_some_and(|c| c.is_superuser())
+}
+
 /// Security and CORS headers PocketBase sends on every response; preflights end here. The one
-/// middleware around every request: it also runs the request in its span (`trace.rs`).
-async fn common_headers(req: Request, next: Next) -> Response {
+/// middleware around every request: it also runs the request in its span (`trace.rs`) and
+/// refuses superusers outside `superuserIPs`.
+async fn common_headers(
+    axum::extract::State(state): axum::extract::State<Shared>,
+    req: Request,
+    next: Next,
+) -> Response {
     let preflight = req.method() == Method::OPTIONS;
     let req_headers = req
         .headers()
@@ -128,6 +213,20 @@ async fn common_headers(req: Request, next: Next) -> Response {
     let (method, uri) = (req.method().clone(), req.uri().clone());
     let mut res = if preflight {
         StatusCode::NO_CONTENT.into_response()
+    } else if superuser_ip_refused(&state, req.headers(), req.extensions()).await {
+        ApiError::new(StatusCode::FORBIDDEN, error::MSG_NOT_ALLOWED).into_response()
+    } else if let Err(limited) = rate_limit::check_route(
+        &state,
+        &rate_limit::Asking {
+            method: method.as_str(),
+            path: uri.path(),
+            headers: req.headers(),
+            extensions: req.extensions(),
+        },
+    )
+    .await
+    {
+        limited.into_response()
     } else {
         trace::traced(method, uri, next.run(req)).await
     };
@@ -192,6 +291,10 @@ pub(crate) fn router(state: Shared) -> Router {
             get(collections::scaffolds),
         )
         .route(
+            "/api/collections/meta/dry-run-view",
+            post(collections::dry_run_view),
+        )
+        .route(
             "/api/collections/{collection}",
             get(collections::view)
                 .patch(collections::update)
@@ -227,6 +330,14 @@ pub(crate) fn router(state: Shared) -> Router {
             "/api/collections/{collection}/{action}",
             post(auth::not_built),
         )
+        .route("/api/settings", get(settings::view).patch(settings::update))
+        .route("/api/batch", post(batch::batch))
+        .route(
+            "/api/realtime",
+            get(realtime::connect).post(realtime::subscribe),
+        )
+        .route("/api/settings/test/s3", post(settings::test_s3))
+        .route("/api/settings/test/email", post(settings::test_email))
         .route("/api/crons", get(plugin_routes::crons_list))
         .route("/api/crons/{id}", post(plugin_routes::crons_run))
         .route("/api/plugins", get(plugin_routes::report))
@@ -234,8 +345,8 @@ pub(crate) fn router(state: Shared) -> Router {
         .route_layer(trace::note_routes())
         // Below every native route: plugin routes, else PocketBase's not-found.
         .fallback(plugin_routes::dispatch)
-        .with_state(state);
-    api.layer(middleware::from_fn(common_headers))
+        .with_state(Arc::clone(&state));
+    api.layer(middleware::from_fn_with_state(state, common_headers))
 }
 
 /// The collection a records route names, by id or name.

@@ -33,10 +33,8 @@ pub(crate) async fn dispatch(State(state): State<Shared>, request: Request) -> R
         Ok(b) => b.to_bytes(),
         Err(_) => return ApiError::too_large().into_response(),
     };
-    let remote_ip = parts
-        .extensions
-        .get::<crate::http::Peer>()
-        .map(|c| c.0.ip().to_string());
+    let ip = super::client_ip(&state.settings.peek(), &parts.headers, &parts.extensions);
+    let remote_ip = (!ip.is_empty()).then_some(ip);
     let no_query = serde_json::Map::new();
     let facts = crate::records::Access::request(
         who.as_ref(),

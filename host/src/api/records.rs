@@ -8,7 +8,6 @@ use super::cache::ResponseEntry;
 use super::error::{ApiError, ApiResult, MSG_MISSING_COLLECTION};
 use super::{Caller, Shared, caller, ok_json, query_map};
 use crate::config::Limits;
-use crate::http::Peer;
 use crate::query::{self, Select};
 use crate::records::json::{FieldsFilter, Viewer, key_order, record_json, write_record};
 use crate::records::{self, Access, Action, Gate, Writer, read};
@@ -47,6 +46,50 @@ pub(crate) fn skip_total(q: &Map<String, Value>) -> ApiResult<bool> {
         Some("0" | "f" | "F" | "false" | "FALSE" | "False") => Ok(false),
         Some(_) => Err(ApiError::bad_request()),
     }
+}
+
+/// `settings.rateLimits` for this collection and action (nothing while rate limits are off).
+fn limit<B>(
+    state: &Shared,
+    request: &axum::http::Request<B>,
+    who: Option<&Caller>,
+    c: &Collection,
+    action: &str,
+) -> ApiResult<()> {
+    super::rate_limit::check_collection(
+        state,
+        &super::rate_limit::Asking {
+            method: request.method().as_str(),
+            path: request.uri().path(),
+            headers: request.headers(),
+            extensions: request.extensions(),
+        },
+        who,
+        c,
+        &[action],
+    )
+}
+
+/// The same for a request already split into its head.
+fn limit_head(
+    state: &Shared,
+    head: &Parts,
+    who: Option<&Caller>,
+    c: &Collection,
+    action: &str,
+) -> ApiResult<()> {
+    super::rate_limit::check_collection(
+        state,
+        &super::rate_limit::Asking {
+            method: head.method.as_str(),
+            path: head.uri.path(),
+            headers: &head.headers,
+            extensions: &head.extensions,
+        },
+        who,
+        c,
+        &[action],
+    )
 }
 
 fn collection_in(schema: &Schema, key: &str, message: &str) -> ApiResult<Arc<Collection>> {
@@ -96,6 +139,7 @@ pub(crate) async fn list(
     let schema = state.store.schema();
     let c = collection_in(&schema, &key, MSG_MISSING_COLLECTION)?;
     let who = caller(&state, headers).await;
+    limit(&state, &request, who.as_ref(), &c, "list")?;
     let cache_key = response_key("list", &c, "", raw, who.as_ref());
     let _leader = match cached_or_lead(&state, &cache_key).await {
         Ok(hit) => return Ok(hit),
@@ -268,6 +312,7 @@ pub(crate) async fn view(
     let schema = state.store.schema();
     let c = collection_in(&schema, &key, MSG_MISSING_COLLECTION)?;
     let who = caller(&state, headers).await;
+    limit(&state, &request, who.as_ref(), &c, "view")?;
     let cache_key = response_key("view", &c, &id, raw, who.as_ref());
     let _leader = match cached_or_lead(&state, &cache_key).await {
         Ok(hit) => return Ok(hit),
@@ -296,7 +341,7 @@ pub(crate) async fn view(
     Ok(json_bytes(body))
 }
 
-fn check_files(parsed: &body::Parsed) -> ApiResult<()> {
+pub(crate) fn check_files(parsed: &body::Parsed) -> ApiResult<()> {
     if parsed.has_files {
         // Storing uploads is a later issue; refusing beats accepting and dropping the bytes.
         return Err(ApiError::bad("File uploads are not supported yet."));
@@ -332,6 +377,12 @@ async fn write_request(
         return Err(ApiError::bad("Unsupported collection type."));
     }
     let who = caller(state, headers).await;
+    let tag = if action == Action::Create {
+        "create"
+    } else {
+        "update"
+    };
+    limit_head(state, head, who.as_ref(), &c, tag)?;
     // A `null` rule refuses before the body is read.
     let q = query_map(raw);
     let access = Access::request(who.as_ref(), method.as_str(), "", headers, &q, None);
@@ -358,11 +409,10 @@ async fn write_request(
     })
 }
 
-/// The client's address, as the connection layer recorded it.
-fn remote_ip(head: &Parts) -> Option<String> {
-    head.extensions
-        .get::<Peer>()
-        .map(|Peer(a)| a.ip().to_string())
+/// The client's address (through a trusted proxy when `trustedProxy` names one).
+fn remote_ip(state: &Shared, head: &Parts) -> Option<String> {
+    let ip = super::client_ip(&state.settings.peek(), &head.headers, &head.extensions);
+    (!ip.is_empty()).then_some(ip)
 }
 
 /// The access of a write request: its caller and its facts, borrowed from the head.
@@ -389,7 +439,7 @@ pub(crate) async fn create(
 ) -> ApiResult<Response> {
     let (head, body) = request.into_parts();
     let w = write_request(&state, &key, &head, body, Action::Create).await?;
-    let ip = remote_ip(&head);
+    let ip = remote_ip(&state, &head);
     let access = write_access(&head, w.who.as_ref(), &w.q, ip.as_deref());
     let saved = Writer::new(&state.records, &access)
         .create(&w.c, &w.data)
@@ -404,7 +454,7 @@ pub(crate) async fn update(
 ) -> ApiResult<Response> {
     let (head, body) = request.into_parts();
     let w = write_request(&state, &key, &head, body, Action::Update).await?;
-    let ip = remote_ip(&head);
+    let ip = remote_ip(&state, &head);
     let access = write_access(&head, w.who.as_ref(), &w.q, ip.as_deref());
     let saved = Writer::new(&state.records, &access)
         .update(&w.c, id, &w.data)
@@ -433,6 +483,21 @@ async fn respond_written(
     Ok(ok_json(&shape(c, row, &view, fields, expanded)))
 }
 
+/// The answer to a create or update as a JSON value (a batch's answers are parts of one body).
+pub(crate) async fn written_json(
+    state: &Shared,
+    c: &Arc<Collection>,
+    saved: StoreRecord,
+    access: &Access<'_>,
+    q: &Map<String, Value>,
+    fields: &Option<FieldsFilter>,
+) -> ApiResult<Value> {
+    let schema = state.store.schema();
+    let expand = read::expanding(&schema, access, q.get("expand").and_then(Value::as_str));
+    let (row, expanded) = read::expand_written(&state.store, c, saved, expand).await?;
+    Ok(shape(c, row, &access.viewer(), fields, expanded))
+}
+
 pub(crate) async fn delete(
     State(state): State<Shared>,
     Path((key, id)): Path<(String, String)>,
@@ -441,8 +506,9 @@ pub(crate) async fn delete(
     let head = request.into_parts().0;
     let c = collection_in(&state.store.schema(), &key, MSG_MISSING_COLLECTION)?;
     let who = caller(&state, &head.headers).await;
+    limit_head(&state, &head, who.as_ref(), &c, "delete")?;
     let q = query_map(head.uri.query());
-    let ip = remote_ip(&head);
+    let ip = remote_ip(&state, &head);
     let access = write_access(&head, who.as_ref(), &q, ip.as_deref());
     Writer::new(&state.records, &access).delete(&c, id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())

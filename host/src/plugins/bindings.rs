@@ -1,4 +1,4 @@
-//! The host side of `plugin-sdk/wit` (package `ferrobase:plugin@0.1.0`), generated at build time.
+//! The host side of `plugin-sdk/wit` (package `ferrobase:plugin@0.1.1; components built against 0.1.0 link to it`), generated at build time.
 
 wasmtime::component::bindgen!({
     path: "../plugin-sdk/wit",

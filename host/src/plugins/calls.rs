@@ -84,6 +84,13 @@ impl Loaded {
 }
 
 impl Loaded {
+    /// A record as this plugin may see it (hidden fields only with their grant).
+    fn record(&self, r: &PluginRecord) -> rh::RecordData {
+        let schema = self.rt.store.schema();
+        let live = self.env.live();
+        super::convert::record_for(r, &schema, |c, f| live.hidden(c, f))
+    }
+
     /// before-create / before-update: (current for updates, pending).
     pub(crate) async fn before_write(
         &self,
@@ -91,11 +98,11 @@ impl Loaded {
         current: Option<&PluginRecord>,
         pending: &PluginRecord,
     ) -> HookOutcome {
-        let p = rh::RecordData::from(pending);
+        let p = self.record(pending);
         let r = match current {
             None => self.call(Call::BeforeCreate(&p), facts, None).await,
             Some(c) => {
-                let c = rh::RecordData::from(c);
+                let c = self.record(c);
                 self.call(Call::BeforeUpdate(&c, &p), facts, None).await
             }
         };
@@ -107,7 +114,7 @@ impl Loaded {
         facts: Arc<CallFacts>,
         current: &PluginRecord,
     ) -> HookOutcome {
-        let c = rh::RecordData::from(current);
+        let c = self.record(current);
         self.hook_outcome(self.call(Call::BeforeDelete(&c), facts, None).await)
     }
 
@@ -123,7 +130,7 @@ impl Loaded {
             Action::Update => th::Action::Update,
             Action::Delete => th::Action::Delete,
         };
-        let r = th::RecordData::from(record);
+        let r = self.record(record);
         self.hook_outcome(self.call(Call::InTx(a, &r), facts, Some(tx)).await)
     }
 
@@ -136,8 +143,8 @@ impl Loaded {
                     Action::Update => ev::Action::Update,
                     Action::Delete => ev::Action::Delete,
                 },
-                data: (&c.record).into(),
-                previous: c.previous.as_ref().map(Into::into),
+                data: self.record(&c.record),
+                previous: c.previous.as_ref().map(|p| self.record(p)),
                 actor: c.actor.as_ref().map(Into::into),
                 seq: c.seq,
             })

@@ -2,7 +2,7 @@
 
 use super::bindings::ferrobase::plugin::types as wit;
 use crate::schema::value::from_stored;
-use crate::schema::{Collection, FieldType};
+use crate::schema::{Collection, FieldType, Schema};
 use crate::store::StoreRecord;
 use serde_json::{Map, Value};
 
@@ -73,6 +73,49 @@ impl PluginRecord {
             id,
             fields,
         }
+    }
+}
+
+/// A record as one plugin may see it: a field marked hidden only when
+/// `granted(collection, field)` (its `db:hidden:<collection>.<field>` grant). Password hashes
+/// and token keys are never in a `PluginRecord` to begin with.
+pub(crate) fn visible(
+    mut r: PluginRecord,
+    schema: &Schema,
+    granted: impl Fn(&str, &str) -> bool,
+) -> PluginRecord {
+    if let Some(c) = schema.by_name(&r.collection)
+        && c.fields.iter().any(|f| f.hidden)
+    {
+        r.fields.retain(|(name, _)| {
+            c.field(name)
+                .is_none_or(|f| !f.hidden || granted(&c.name, name))
+        });
+    }
+    r
+}
+
+/// [`visible`] straight into the WIT record, without copying a record that has nothing hidden.
+pub(crate) fn record_for(
+    r: &PluginRecord,
+    schema: &Schema,
+    granted: impl Fn(&str, &str) -> bool,
+) -> wit::RecordData {
+    match schema.by_name(&r.collection) {
+        Some(c) if c.fields.iter().any(|f| f.hidden) => wit::RecordData {
+            collection: r.collection.clone(),
+            id: r.id.clone(),
+            fields: r
+                .fields
+                .iter()
+                .filter(|(name, _)| {
+                    c.field(name)
+                        .is_none_or(|f| !f.hidden || granted(&c.name, name))
+                })
+                .map(|(k, v)| (k.clone(), wit::Value::from(v)))
+                .collect(),
+        },
+        _ => r.into(),
     }
 }
 

@@ -3,14 +3,15 @@
 
 use super::calls::{Action, Change, HookOutcome};
 use super::convert::PluginRecord;
-use super::host::TxOp;
+use super::host::{TxAnswer, TxOp};
 use super::instance::Loaded;
 use super::{CallFacts, Plugins};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
-/// Run the in-transaction hooks of one write on the writer thread, with `db.execute` served on
-/// the write's own connection. The first rejection or failure stops the chain.
+/// Run the in-transaction hooks of one write on the writer thread, with their raw SQL served on
+/// the write's own connection (`db.query` sees the pending write, `db.execute` joins it). The
+/// first rejection or failure stops the chain.
 pub(crate) fn run_in_transaction(
     hooks: &[Arc<Loaded>],
     facts: Arc<CallFacts>,
@@ -37,8 +38,13 @@ pub(crate) fn run_in_transaction(
     };
     let serve = async {
         while let Some(op) = rx.recv().await {
-            let r =
-                crate::store::raw::execute(conn, &op.sql, &op.params).map_err(|e| e.to_string());
+            let r = if op.write {
+                crate::store::raw::execute(conn, op.policy, op.budget, &op.sql, &op.params)
+                    .map(TxAnswer::Changed)
+            } else {
+                crate::store::raw::query(conn, op.policy, op.budget, &op.sql, &op.params)
+                    .map(TxAnswer::Rows)
+            };
             let _ = op.reply.send(r);
         }
     };

@@ -32,7 +32,6 @@ pub(crate) struct Runtime {
     pub(super) running: Arc<AtomicUsize>,
     ticker: std::thread::Thread,
     ticker_parked: Arc<AtomicBool>,
-    pub(super) seq: AtomicU64,
     commits_tx: mpsc::UnboundedSender<Vec<Change>>,
     pub(super) commits_rx: Mutex<Option<mpsc::UnboundedReceiver<Vec<Change>>>>,
     pub(super) handle: tokio::runtime::Handle,
@@ -142,7 +141,6 @@ impl Runtime {
             running,
             ticker,
             ticker_parked: parked,
-            seq: AtomicU64::new(0),
             commits_tx,
             commits_rx: Mutex::new(Some(commits_rx)),
             handle: tokio::runtime::Handle::current(),
@@ -226,10 +224,9 @@ impl Runtime {
     }
 
     /// Queue committed changes; the dispatcher hands them to after-commit hooks in order.
-    pub(crate) fn committed(&self, mut changes: Vec<Change>) {
-        for c in &mut changes {
-            c.seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
-        }
+    /// Queue committed changes (numbered by the records' feed, in commit order) for the
+    /// after-commit dispatcher.
+    pub(crate) fn committed(&self, changes: Vec<Change>) {
         let _ = self.commits_tx.send(changes);
     }
 }

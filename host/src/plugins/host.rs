@@ -1,12 +1,16 @@
 //! What a plugin may import: the call context, db, log, config, kv and http. Every entry point
-//! checks the grants pb.toml gave the plugin and the kind of call it is in.
+//! checks the grants the plugin holds now and the kind of call it is in; every refusal is
+//! kept as the plugin's last error, so an operator sees what a plugin tried.
 
 use super::bindings::ferrobase::plugin::{config, context, db, http, kv, log, types};
 use super::convert::{FieldValue, PluginRecord, fields_to_json};
 use super::engine::Runtime;
-use super::instance::{CallKind, Settings};
+use super::instance::{CallKind, CallStats, Settings};
+use super::sandbox::{self, Target};
 use super::{CallFacts, DbFailure};
-use crate::store::raw::SqlValue;
+use crate::store::StoreError;
+use crate::store::raw::{Budget, Policy, Rows as SqlRows, SqlValue};
+use arc_swap::ArcSwap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
@@ -21,11 +25,62 @@ pub struct CallCtx {
     pub deadline: Instant,
 }
 
-/// A `db.execute` from an in-transaction hook, served by the writer on the write's connection.
+/// A raw statement from an in-transaction hook, served by the writer on the write's own
+/// connection: `query` sees the pending write, `execute` joins it.
 pub(crate) struct TxOp {
+    pub write: bool,
     pub sql: String,
     pub params: Vec<SqlValue>,
-    pub reply: oneshot::Sender<Result<u64, String>>,
+    pub policy: Arc<Policy>,
+    pub budget: Budget,
+    pub reply: oneshot::Sender<Result<TxAnswer, StoreError>>,
+}
+
+/// What the writer answers a [`TxOp`].
+pub(crate) enum TxAnswer {
+    Rows(SqlRows),
+    Changed(u64),
+}
+
+/// What a plugin may use right now: its grants and `http_allow`. Swapped for a narrower set
+/// when pb.toml revokes something, so a call already running is checked against the new set
+/// at its next host call.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Live {
+    pub grants: Vec<String>,
+    pub http_allow: Vec<String>,
+}
+
+/// The grant that opens one hidden field to a plugin.
+pub(crate) const HIDDEN_PREFIX: &str = "db:hidden:";
+
+impl Live {
+    pub(crate) fn has(&self, grant: &str) -> bool {
+        self.grants.iter().any(|g| g == grant)
+    }
+
+    /// Whether a `db:hidden:<collection>.<field>` grant names this field (both compared
+    /// case-insensitively, as SQLite and PocketBase look names up).
+    pub(crate) fn hidden(&self, collection: &str, field: &str) -> bool {
+        self.grants.iter().any(|g| {
+            g.strip_prefix(HIDDEN_PREFIX)
+                .and_then(|rest| rest.split_once('.'))
+                .is_some_and(|(c, f)| {
+                    c.eq_ignore_ascii_case(collection) && f.eq_ignore_ascii_case(field)
+                })
+        })
+    }
+
+    /// What both allow: never wider than either.
+    pub(crate) fn narrowed(&self, next: &Live) -> Live {
+        let keep = |a: &[String], b: &[String]| -> Vec<String> {
+            a.iter().filter(|x| b.contains(x)).cloned().collect()
+        };
+        Live {
+            grants: keep(&self.grants, &next.grants),
+            http_allow: keep(&self.http_allow, &next.http_allow),
+        }
+    }
 }
 
 /// What every instance of one plugin version shares.
@@ -33,14 +88,80 @@ pub(crate) struct PluginEnv {
     pub name: String,
     pub settings: Settings,
     pub rt: Arc<Runtime>,
+    live: ArcSwap<Live>,
+    pub stats: Arc<CallStats>,
+    /// The raw SQL policy last built: a new one is built only when the schema or the grants
+    /// change.
+    policy: std::sync::Mutex<Option<CachedPolicy>>,
+}
+
+/// A raw SQL policy and the schema and grants it was built from.
+struct CachedPolicy {
+    schema: Arc<crate::schema::Schema>,
+    live: Arc<Live>,
+    policy: Arc<Policy>,
 }
 
 impl PluginEnv {
-    pub(crate) fn new(name: String, settings: Settings, rt: Arc<Runtime>) -> Self {
-        Self { name, settings, rt }
+    pub(crate) fn new(
+        name: String,
+        settings: Settings,
+        rt: Arc<Runtime>,
+        stats: Arc<CallStats>,
+    ) -> Self {
+        let live = Live {
+            grants: settings.grants.clone(),
+            http_allow: settings.http_allow.clone(),
+        };
+        Self {
+            name,
+            settings,
+            rt,
+            live: ArcSwap::from_pointee(live),
+            stats,
+            policy: std::sync::Mutex::new(None),
+        }
     }
+
+    /// The raw SQL policy for `schema` and `live`, built once per pair.
+    fn policy_for(&self, schema: &Arc<crate::schema::Schema>, live: &Arc<Live>) -> Arc<Policy> {
+        if let Ok(cached) = self.policy.lock()
+            && let Some(c) = cached.as_ref()
+            && Arc::ptr_eq(&c.schema, schema)
+            && Arc::ptr_eq(&c.live, live)
+        {
+            return Arc::clone(&c.policy);
+        }
+        let p = Arc::new(Policy::new(schema, |c, f| live.hidden(c, f)));
+        if let Ok(mut cached) = self.policy.lock() {
+            *cached = Some(CachedPolicy {
+                schema: Arc::clone(schema),
+                live: Arc::clone(live),
+                policy: Arc::clone(&p),
+            });
+        }
+        p
+    }
+
+    pub(crate) fn live(&self) -> Arc<Live> {
+        self.live.load_full()
+    }
+
+    /// Narrow what calls still running on this version may do (pb.toml revoked something).
+    pub(crate) fn narrow(&self, next: &Live) {
+        let now = self.live.load();
+        self.live.store(Arc::new(now.narrowed(next)));
+    }
+
     fn granted(&self, g: &str) -> bool {
-        self.settings.grants.iter().any(|x| x == g)
+        self.live.load().has(g)
+    }
+
+    /// Keep a refusal as the plugin's last error (and count it): what the plugin tried is
+    /// visible in `/api/plugins`.
+    pub(crate) fn refused(&self, what: &str, why: &str) {
+        self.stats.refusal(format!("refused {what}: {why}"));
+        tracing::info!(plugin = %self.name, call = what, reason = why, "plugin call refused");
     }
 }
 
@@ -271,6 +392,16 @@ fn from_sql(v: SqlValue) -> types::Value {
     }
 }
 
+fn rows(columns: Vec<String>, rows: Vec<Vec<SqlValue>>) -> db::Rows {
+    db::Rows {
+        columns,
+        rows: rows
+            .into_iter()
+            .map(|r| r.into_iter().map(from_sql).collect())
+            .collect(),
+    }
+}
+
 fn db_err(f: DbFailure) -> db::DbError {
     match f {
         DbFailure::Denied(s) => db::DbError::Denied(s),
@@ -280,29 +411,32 @@ fn db_err(f: DbFailure) -> db::DbError {
     }
 }
 
-fn store_err(e: crate::store::StoreError) -> db::DbError {
-    use crate::store::StoreError as E;
+fn store_err(e: StoreError) -> db::DbError {
     match e {
-        E::Denied(s) => db::DbError::Denied(s),
-        E::Invalid(s) => db::DbError::Invalid(s),
-        E::Sqlite(e) => db::DbError::Invalid(e.to_string()),
+        StoreError::Denied(s) => db::DbError::Denied(s),
+        StoreError::Invalid(s) => db::DbError::Invalid(s),
+        StoreError::Sqlite(e) => db::DbError::Invalid(e.to_string()),
         other => db::DbError::Other(other.to_string()),
     }
 }
 
-fn out(r: PluginRecord) -> types::RecordData {
-    (&r).into()
-}
-
 impl HostState {
-    fn need(&self, grant: &str) -> Result<(), db::DbError> {
+    /// A refusal for the guest, kept as the plugin's last error too.
+    fn refuse<T>(&self, what: &str, e: db::DbError) -> Result<T, db::DbError> {
+        if let db::DbError::Denied(why) = &e {
+            self.env.refused(what, why);
+        }
+        Err(e)
+    }
+
+    fn need(&self, what: &str, grant: &str) -> Result<(), db::DbError> {
         if self.env.granted(grant) {
             Ok(())
         } else {
-            Err(db::DbError::Denied(format!(
-                "plugin {} has no {grant:?} grant",
-                self.env.name
-            )))
+            self.refuse(
+                what,
+                db::DbError::Denied(format!("plugin {} has no {grant:?} grant", self.env.name)),
+            )
         }
     }
 
@@ -315,16 +449,95 @@ impl HostState {
 
     /// Record writes go through the REST path: not from before-hooks (outside any write) nor
     /// in-transaction hooks (the writer is busy with this very write), and not too deep.
-    fn may_write_records(&self) -> Result<(), db::DbError> {
-        self.need("db:write")?;
+    fn may_write_records(&self, what: &str) -> Result<(), db::DbError> {
+        self.need(what, "db:write")?;
         match self.kind {
-            CallKind::BeforeHook | CallKind::InTransaction | CallKind::Describe => Err(
+            CallKind::BeforeHook | CallKind::InTransaction | CallKind::Describe => self.refuse(
+                what,
                 db::DbError::Denied("record writes are not allowed in this hook".into()),
             ),
-            _ if self.facts.depth >= 3 => Err(db::DbError::Denied(
-                "plugin writes nested more than 3 deep".into(),
-            )),
+            _ if self.facts.depth >= 3 => self.refuse(
+                what,
+                db::DbError::Denied("plugin writes nested more than 3 deep".into()),
+            ),
             _ => Ok(()),
+        }
+    }
+
+    /// The raw SQL policy for this plugin on the schema the server runs now.
+    fn policy(&self) -> Arc<Policy> {
+        let live = self.env.live();
+        let schema = self.env.rt.store.schema();
+        self.env.policy_for(&schema, &live)
+    }
+
+    fn budget(&self) -> Budget {
+        Budget {
+            deadline: self.deadline,
+            max_bytes: self.env.settings.memory,
+        }
+    }
+
+    /// A record as this plugin may see it: hidden fields only with their grant.
+    fn out(&self, r: PluginRecord) -> types::RecordData {
+        let schema = self.env.rt.store.schema();
+        let live = self.env.live();
+        (&super::convert::visible(r, &schema, |c, f| live.hidden(c, f))).into()
+    }
+
+    /// A raw statement, on the write's own connection in an in-transaction hook, else on a
+    /// reader (`query`) or as its own job on the writer (`execute`).
+    async fn raw(
+        &mut self,
+        write: bool,
+        sql: String,
+        params: Vec<types::Value>,
+    ) -> Result<TxAnswer, db::DbError> {
+        let what = if write { "db.execute" } else { "db.query" };
+        self.need(what, if write { "db:write" } else { "db:read" })?;
+        let params: Vec<SqlValue> = params.into_iter().map(to_sql).collect();
+        let (policy, budget) = (self.policy(), self.budget());
+        let store = &self.env.rt.store;
+        let r = match self.kind {
+            CallKind::Describe => Err(StoreError::Denied(
+                "describe may not use the database".into(),
+            )),
+            CallKind::BeforeHook if write => Err(StoreError::Denied(
+                "writes are not allowed before the write (use an in-transaction hook)".into(),
+            )),
+            CallKind::InTransaction => {
+                let over = || StoreError::Invalid("the transaction is over".into());
+                let (reply, rx) = oneshot::channel();
+                let op = TxOp {
+                    write,
+                    sql,
+                    params,
+                    policy,
+                    budget,
+                    reply,
+                };
+                match self.tx.as_ref().map(|tx| tx.send(op)) {
+                    Some(Ok(())) => rx.await.unwrap_or_else(|_| Err(over())),
+                    _ => Err(over()),
+                }
+            }
+            _ if write => store
+                .write(move |c| {
+                    c.savepoint(|sp| {
+                        crate::store::raw::execute(sp, policy, budget, &sql, &params)
+                            .map(crate::store::Keep::Commit)
+                    })
+                })
+                .await
+                .map(TxAnswer::Changed),
+            _ => store
+                .read(move |c| crate::store::raw::query(c, policy, budget, &sql, &params))
+                .await
+                .map(TxAnswer::Rows),
+        };
+        match r {
+            Ok(a) => Ok(a),
+            Err(e) => self.refuse(what, store_err(e)),
         }
     }
 }
@@ -338,6 +551,35 @@ fn json_fields(
     fields_to_json(&fields).map_err(db::DbError::Invalid)
 }
 
+/// A collection's shape for plugins: never its options (token secrets, OAuth2 secrets).
+fn collection_info(c: &crate::schema::Collection) -> db::CollectionInfo {
+    db::CollectionInfo {
+        id: c.id.clone(),
+        name: c.name.clone(),
+        type_: c.kind.as_str().to_owned(),
+        system: c.system,
+        fields: c
+            .fields
+            .iter()
+            .map(|f| db::FieldInfo {
+                id: f.id.clone(),
+                name: f.name.clone(),
+                type_: f.kind.as_str().to_owned(),
+                system: f.system,
+                hidden: f.hidden,
+                required: f.required,
+                definition: serde_json::Value::Object(f.raw.clone()).to_string(),
+            })
+            .collect(),
+        list_rule: c.rules.list.clone(),
+        view_rule: c.rules.view.clone(),
+        create_rule: c.rules.create.clone(),
+        update_rule: c.rules.update.clone(),
+        delete_rule: c.rules.delete.clone(),
+        indexes: c.indexes.clone(),
+    }
+}
+
 // Each import answers `Ok(result)`: a refusal is the guest's `db-error`, never a trap.
 impl db::Host for HostState {
     async fn query(
@@ -345,26 +587,11 @@ impl db::Host for HostState {
         sql: String,
         params: Vec<types::Value>,
     ) -> wasmtime::Result<Result<db::Rows, db::DbError>> {
-        let me = &mut *self;
-        Ok(async move {
-            me.need("db:read")?;
-            let params: Vec<SqlValue> = params.into_iter().map(to_sql).collect();
-            let (columns, rows) = me
-                .env
-                .rt
-                .store
-                .read(move |c| crate::store::raw::query(c, &sql, &params))
-                .await
-                .map_err(store_err)?;
-            Ok(db::Rows {
-                columns,
-                rows: rows
-                    .into_iter()
-                    .map(|r| r.into_iter().map(from_sql).collect())
-                    .collect(),
-            })
-        }
-        .await)
+        Ok(match self.raw(false, sql, params).await {
+            Ok(TxAnswer::Rows((c, r))) => Ok(rows(c, r)),
+            Ok(TxAnswer::Changed(_)) => Err(db::DbError::Other("not rows".into())),
+            Err(e) => Err(e),
+        })
     }
 
     async fn execute(
@@ -372,36 +599,11 @@ impl db::Host for HostState {
         sql: String,
         params: Vec<types::Value>,
     ) -> wasmtime::Result<Result<u64, db::DbError>> {
-        let me = &mut *self;
-        Ok(async move {
-            me.need("db:write")?;
-            let params: Vec<SqlValue> = params.into_iter().map(to_sql).collect();
-            match me.kind {
-                CallKind::BeforeHook | CallKind::Describe => Err(db::DbError::Denied(
-                    "writes are not allowed before the write (use an in-transaction hook)".into(),
-                )),
-                CallKind::InTransaction => {
-                    let over = || db::DbError::Other("the transaction is over".into());
-                    let tx = me.tx.clone().ok_or_else(over)?;
-                    let (reply, rx) = oneshot::channel();
-                    tx.send(TxOp { sql, params, reply }).map_err(|_| over())?;
-                    rx.await.map_err(|_| over())?.map_err(db::DbError::Invalid)
-                }
-                _ => me
-                    .env
-                    .rt
-                    .store
-                    .write(move |c| {
-                        c.savepoint(|sp| {
-                            crate::store::raw::execute(sp, &sql, &params)
-                                .map(crate::store::Keep::Commit)
-                        })
-                    })
-                    .await
-                    .map_err(store_err),
-            }
-        }
-        .await)
+        Ok(match self.raw(true, sql, params).await {
+            Ok(TxAnswer::Changed(n)) => Ok(n),
+            Ok(TxAnswer::Rows(_)) => Err(db::DbError::Other("not a count".into())),
+            Err(e) => Err(e),
+        })
     }
 
     async fn get_record(
@@ -411,9 +613,11 @@ impl db::Host for HostState {
     ) -> wasmtime::Result<Result<Option<types::RecordData>, db::DbError>> {
         let me = &mut *self;
         Ok(async move {
-            me.need("db:read")?;
-            let r = me.services()?.get_record(&me.facts, collection, id).await;
-            r.map(|r| r.map(out)).map_err(db_err)
+            me.need("db.get-record", "db:read")?;
+            match me.services()?.get_record(&me.facts, collection, id).await {
+                Ok(r) => Ok(r.map(|r| me.out(r))),
+                Err(e) => me.refuse("db.get-record", db_err(e)),
+            }
         }
         .await)
     }
@@ -428,13 +632,16 @@ impl db::Host for HostState {
     ) -> wasmtime::Result<Result<Vec<types::RecordData>, db::DbError>> {
         let me = &mut *self;
         Ok(async move {
-            me.need("db:read")?;
+            me.need("db.find-records", "db:read")?;
             let params = json_fields(params)?;
             let r = me
                 .services()?
                 .find_records(&me.facts, collection, filter, params, sort, limit.min(1000))
                 .await;
-            r.map(|v| v.into_iter().map(out).collect()).map_err(db_err)
+            match r {
+                Ok(v) => Ok(v.into_iter().map(|r| me.out(r)).collect()),
+                Err(e) => me.refuse("db.find-records", db_err(e)),
+            }
         }
         .await)
     }
@@ -446,13 +653,16 @@ impl db::Host for HostState {
     ) -> wasmtime::Result<Result<types::RecordData, db::DbError>> {
         let me = &mut *self;
         Ok(async move {
-            me.may_write_records()?;
+            me.may_write_records("db.create-record")?;
             let data = json_fields(fields)?;
             let r = me
                 .services()?
                 .create_record(&me.nested_facts(), collection, data)
                 .await;
-            r.map(out).map_err(db_err)
+            match r {
+                Ok(r) => Ok(me.out(r)),
+                Err(e) => me.refuse("db.create-record", db_err(e)),
+            }
         }
         .await)
     }
@@ -465,13 +675,16 @@ impl db::Host for HostState {
     ) -> wasmtime::Result<Result<types::RecordData, db::DbError>> {
         let me = &mut *self;
         Ok(async move {
-            me.may_write_records()?;
+            me.may_write_records("db.update-record")?;
             let data = json_fields(fields)?;
             let r = me
                 .services()?
                 .update_record(&me.nested_facts(), collection, id, data)
                 .await;
-            r.map(out).map_err(db_err)
+            match r {
+                Ok(r) => Ok(me.out(r)),
+                Err(e) => me.refuse("db.update-record", db_err(e)),
+            }
         }
         .await)
     }
@@ -483,14 +696,32 @@ impl db::Host for HostState {
     ) -> wasmtime::Result<Result<(), db::DbError>> {
         let me = &mut *self;
         Ok(async move {
-            me.may_write_records()?;
+            me.may_write_records("db.delete-record")?;
             let r = me
                 .services()?
                 .delete_record(&me.nested_facts(), collection, id)
                 .await;
-            r.map_err(db_err)
+            match r {
+                Ok(()) => Ok(()),
+                Err(e) => me.refuse("db.delete-record", db_err(e)),
+            }
         }
         .await)
+    }
+
+    async fn collections(
+        &mut self,
+    ) -> wasmtime::Result<Result<Vec<db::CollectionInfo>, db::DbError>> {
+        Ok(self.need("db.collections", "db:read").map(|()| {
+            self.env
+                .rt
+                .store
+                .schema()
+                .collections
+                .iter()
+                .map(|c| collection_info(c))
+                .collect()
+        }))
     }
 }
 
@@ -524,11 +755,28 @@ impl config::Host for HostState {
     }
 }
 
+/// A refusal that stops the call (an import with no error type to answer it with): the call
+/// fails with it, and the plugin's last error names it.
+#[derive(Debug)]
+pub(crate) struct Refusal(pub String);
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refusal {}
+
 impl HostState {
-    fn kv(&self) -> wasmtime::Result<&crate::store::kv::Kv> {
+    fn kv(&self, what: &str) -> wasmtime::Result<&crate::store::kv::Kv> {
         if !self.env.granted("kv") {
             // kv has no error in its signature: a missing grant stops the call.
-            wasmtime::bail!("plugin {} has no \"kv\" grant", self.env.name);
+            let why = format!("plugin {} has no \"kv\" grant", self.env.name);
+            self.env.refused(what, &why);
+            return Err(wasmtime::Error::new(Refusal(format!(
+                "refused {what}: {why}"
+            ))));
         }
         self.env
             .rt
@@ -540,7 +788,7 @@ impl HostState {
 
 impl kv::Host for HostState {
     async fn get(&mut self, key: String) -> wasmtime::Result<Option<Vec<u8>>> {
-        Ok(self.kv()?.get(&self.env.name, &key)?)
+        Ok(self.kv("kv.get")?.get(&self.env.name, &key)?)
     }
     async fn set(
         &mut self,
@@ -548,34 +796,34 @@ impl kv::Host for HostState {
         value: Vec<u8>,
         ttl_ms: Option<u64>,
     ) -> wasmtime::Result<()> {
-        Ok(self.kv()?.set(&self.env.name, &key, &value, ttl_ms)?)
+        Ok(self
+            .kv("kv.set")?
+            .set(&self.env.name, &key, &value, ttl_ms)?)
     }
     async fn delete(&mut self, key: String) -> wasmtime::Result<()> {
-        Ok(self.kv()?.delete(&self.env.name, &key)?)
+        Ok(self.kv("kv.delete")?.delete(&self.env.name, &key)?)
     }
     async fn increment(&mut self, key: String, delta: i64) -> wasmtime::Result<i64> {
-        Ok(self.kv()?.increment(&self.env.name, &key, delta)?)
+        Ok(self
+            .kv("kv.increment")?
+            .increment(&self.env.name, &key, delta)?)
     }
 }
 
-/// `host:port` of an http(s) URL, with the scheme's default port.
-fn authority(url: &str) -> Option<String> {
-    let (scheme, rest) = url.split_once("://")?;
-    let default = match scheme {
-        "http" => 80,
-        "https" => 443,
-        _ => return None,
-    };
-    let host_port = rest.split(['/', '?', '#']).next()?;
-    let host_port = host_port.rsplit('@').next()?;
-    if host_port.is_empty() {
-        return None;
+impl HostState {
+    /// The grant, the url's target against `http_allow` (checked here for a quick answer, and
+    /// again by the resolver on what it dials), and no Host header of the plugin's own.
+    fn may_fetch(&self, url: &str, headers: &[(String, String)]) -> Result<(), String> {
+        if !self.env.granted("http") {
+            return Err(format!("plugin {} has no \"http\" grant", self.env.name));
+        }
+        let allow = sandbox::Allowlist::parse(&self.env.live().http_allow);
+        allow.admits(&Target::of(url)?)?;
+        if headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+            return Err("a Host header is set by the host from the url".into());
+        }
+        Ok(())
     }
-    Some(if host_port.contains(':') && !host_port.ends_with(']') {
-        host_port.to_ascii_lowercase()
-    } else {
-        format!("{}:{default}", host_port.to_ascii_lowercase())
-    })
 }
 
 impl http::Host for HostState {
@@ -586,91 +834,28 @@ impl http::Host for HostState {
         headers: Vec<(String, String)>,
         body: Vec<u8>,
     ) -> wasmtime::Result<Result<http::Response, String>> {
-        if !self.env.granted("http") {
-            return Ok(Err(format!(
-                "plugin {} has no \"http\" grant",
-                self.env.name
-            )));
+        if let Err(why) = self.may_fetch(&url, &headers) {
+            self.env.refused("http.fetch", &why);
+            return Ok(Err(why));
         }
-        let Some(auth) = authority(&url) else {
-            return Ok(Err(format!("not an http(s) url: {url}")));
-        };
-        if !self
-            .env
-            .settings
-            .http_allow
-            .iter()
-            .any(|a| a.eq_ignore_ascii_case(&auth))
-        {
-            return Ok(Err(format!("{auth} is not in http_allow")));
-        }
+        let allow = sandbox::Allowlist::parse(&self.env.live().http_allow);
         let left = self.deadline.saturating_duration_since(Instant::now());
         let r = tokio::task::spawn_blocking(move || {
-            fetch_blocking(&method, &url, &headers, body, left)
+            sandbox::fetch(allow, &method, &url, &headers, body, left)
         })
         .await
         .map_err(|e| wasmtime::Error::msg(e.to_string()))?;
-        Ok(r)
-    }
-}
-
-fn fetch_blocking(
-    method: &str,
-    url: &str,
-    headers: &[(String, String)],
-    body: Vec<u8>,
-    timeout: Duration,
-) -> Result<http::Response, String> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(timeout.max(Duration::from_millis(1))))
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .build()
-        .into();
-    let mut req = ureq::http::Request::builder().method(method).uri(url);
-    for (k, v) in headers {
-        req = req.header(k, v);
-    }
-    let req = req.body(body).map_err(|e| e.to_string())?;
-    let mut res = agent.run(req).map_err(|e| e.to_string())?;
-    let status = res.status().as_u16();
-    let headers = res
-        .headers()
-        .iter()
-        .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
-        .collect();
-    let body = res
-        .body_mut()
-        .with_config()
-        .limit(16 << 20)
-        .read_to_vec()
-        .map_err(|e| e.to_string())?;
-    Ok(http::Response {
-        status,
-        headers,
-        body,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::authority;
-
-    #[test]
-    fn authorities_carry_the_default_port() {
-        assert_eq!(
-            authority("http://127.0.0.1:9/x").as_deref(),
-            Some("127.0.0.1:9")
-        );
-        assert_eq!(
-            authority("https://API.example.com/v1?q").as_deref(),
-            Some("api.example.com:443")
-        );
-        assert_eq!(
-            authority("http://u:p@h.example/").as_deref(),
-            Some("h.example:80")
-        );
-        assert_eq!(authority("file:///etc/passwd"), None);
-        assert_eq!(authority("http://"), None);
+        match r {
+            Ok(res) => Ok(Ok(http::Response {
+                status: res.status,
+                headers: res.headers,
+                body: res.body,
+            })),
+            Err(sandbox::FetchError::Refused(why)) => {
+                self.env.refused("http.fetch", &why);
+                Ok(Err(why))
+            }
+            Err(sandbox::FetchError::Failed(why)) => Ok(Err(why)),
+        }
     }
 }

@@ -7,7 +7,7 @@ use super::bindings::exports::ferrobase::plugin::{
 };
 use super::bindings::{Plugin, PluginPre};
 use super::engine::{Runtime, hex, root_message};
-use super::host::{CallCtx, HostState, PluginEnv, TxOp};
+use super::host::{CallCtx, HIDDEN_PREFIX, HostState, Live, PluginEnv, TxOp};
 use crate::config::{PluginEntry, PluginsConfig};
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
@@ -18,9 +18,30 @@ use tokio::sync::{Semaphore, mpsc};
 use wasmtime::component::Resource;
 use wasmtime::{Store as WStore, UpdateDeadline};
 
+/// The capabilities a plugin may want (and pb.toml grant), besides
+/// `db:hidden:<collection>.<field>`.
+const CAPABILITIES: &[&str] = &["db:read", "db:write", "kv", "http", "clock"];
+
+/// Why a capability name is not one: `None` when it is.
+fn capability_problem(want: &str) -> Option<String> {
+    if CAPABILITIES.contains(&want) {
+        return None;
+    }
+    let ok = want
+        .strip_prefix(HIDDEN_PREFIX)
+        .and_then(|rest| rest.split_once('.'))
+        .is_some_and(|(c, f)| {
+            let word =
+                |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            word(c) && word(f)
+        });
+    (!ok).then(|| format!("wants unknown capability {want:?}"))
+}
+
 /// The limits one plugin runs under (pb.toml's `[plugins.<name>]` over `[plugins]`).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Settings {
+    /// What the plugin holds: pb.toml's grants that its manifest also wants.
     pub grants: Vec<String>,
     pub http_allow: Vec<String>,
     pub memory: usize,
@@ -34,15 +55,24 @@ pub(crate) struct Settings {
 }
 
 impl Settings {
-    pub(crate) fn resolve(cfg: &PluginsConfig, e: Option<&PluginEntry>, engine_max: usize) -> Self {
+    /// The settings of a plugin that wants `wants`. Grants are pb.toml's intersected with
+    /// `wants`: a plugin holds only what it asked for.
+    pub(crate) fn resolve(
+        cfg: &PluginsConfig,
+        e: Option<&PluginEntry>,
+        engine_max: usize,
+        wants: &[String],
+    ) -> Self {
         let d = PluginEntry::default();
         let e = e.unwrap_or(&d);
         let ms = |v: Option<u64>, dflt: u64| Duration::from_millis(v.unwrap_or(dflt));
+        let configured = e.grants.as_ref().unwrap_or(&cfg.default_grants);
         Self {
-            grants: e
-                .grants
-                .clone()
-                .unwrap_or_else(|| cfg.default_grants.clone()),
+            grants: configured
+                .iter()
+                .filter(|g| wants.contains(g))
+                .cloned()
+                .collect(),
             http_allow: e.http_allow.clone(),
             memory: usize::try_from(e.memory_mb.unwrap_or(cfg.memory_mb) << 20)
                 .unwrap_or(usize::MAX)
@@ -56,6 +86,65 @@ impl Settings {
             config: e.config.clone(),
         }
     }
+
+    /// What its instances hold while a call runs (see [`Live`]).
+    pub(crate) fn live(&self) -> Live {
+        Live {
+            grants: self.grants.clone(),
+            http_allow: self.http_allow.clone(),
+        }
+    }
+}
+
+/// What pb.toml says about one described plugin.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Verdict {
+    /// It may run, with these settings.
+    Run(Settings),
+    /// `enabled = false`.
+    Disabled,
+    /// It wants what pb.toml does not grant (or something that is no capability).
+    Refused(String),
+}
+
+/// Decide what pb.toml allows a plugin with this manifest.
+pub(crate) fn configure(cfg: &PluginsConfig, m: &Manifest, engine_max: usize) -> Verdict {
+    let entry = cfg.each.get(&m.name);
+    if entry.and_then(|e| e.enabled) == Some(false) {
+        return Verdict::Disabled;
+    }
+    let configured = entry
+        .and_then(|e| e.grants.as_ref())
+        .unwrap_or(&cfg.default_grants);
+    for want in &m.wants {
+        if let Some(problem) = capability_problem(want) {
+            return Verdict::Refused(problem);
+        }
+        if !configured.contains(want) {
+            return Verdict::Refused(format!(
+                "wants {want:?}, which pb.toml does not grant (add it to [plugins.{}] grants)",
+                m.name
+            ));
+        }
+    }
+    if let Some(problem) = entry
+        .into_iter()
+        .flat_map(|e| e.http_allow.iter())
+        .find_map(|a| super::sandbox::entry_problem(a))
+    {
+        return Verdict::Refused(problem);
+    }
+    Verdict::Run(Settings::resolve(cfg, entry, engine_max, &m.wants))
+}
+
+/// What pb.toml lets a plugin with this manifest hold now, whether or not it may run: calls
+/// still in flight on a version that stops serving keep no more than this.
+pub(crate) fn allowed_now(cfg: &PluginsConfig, m: &Manifest, engine_max: usize) -> Live {
+    let entry = cfg.each.get(&m.name);
+    if entry.and_then(|e| e.enabled) == Some(false) {
+        return Live::default();
+    }
+    Settings::resolve(cfg, entry, engine_max, &m.wants).live()
 }
 
 /// The manifest, as plain data.
@@ -76,8 +165,21 @@ struct Inst {
     pub(super) calls: u64,
 }
 
-/// One loaded version of one plugin file.
+/// One version of one plugin file as compiled and described: everything that does not depend
+/// on pb.toml. Instances are made from it under the settings pb.toml gives (a [`Loaded`]).
+pub(crate) struct Code {
+    pub file: PathBuf,
+    pub hash: String,
+    pub manifest: Manifest,
+    pub compile_ms: u128,
+    pub from_cache: bool,
+    pub loaded_at: String,
+    pre: PluginPre<HostState>,
+}
+
+/// One version of one plugin, instantiated under one set of settings.
 pub(crate) struct Loaded {
+    pub code: Arc<Code>,
     pub file: PathBuf,
     pub hash: String,
     pub manifest: Manifest,
@@ -86,20 +188,52 @@ pub(crate) struct Loaded {
     pub from_cache: bool,
     pub loaded_at: String,
     pub(super) rt: Arc<Runtime>,
-    pre: PluginPre<HostState>,
     pub(super) env: Arc<PluginEnv>,
     pool: Mutex<Vec<Inst>>,
     pub(super) slots: Arc<Semaphore>,
     /// Set when a newer version replaced this one: instances are dropped, not pooled.
     retired: AtomicBool,
-    pub stats: CallStats,
+    pub stats: Arc<CallStats>,
 }
 
 #[derive(Default)]
 pub(crate) struct CallStats {
     pub calls: AtomicU64,
     pub failures: AtomicU64,
+    /// Host calls the sandbox refused (missing grant, denied SQL, http not allowed...).
+    pub refusals: AtomicU64,
+    /// Calls running now (on any version of the plugin).
+    pub in_flight: AtomicU64,
     pub last_error: Mutex<Option<String>>,
+}
+
+/// One call counted in flight while it lives.
+struct InFlight<'a>(&'a AtomicU64);
+
+impl<'a> InFlight<'a> {
+    fn new(n: &'a AtomicU64) -> Self {
+        n.fetch_add(1, Ordering::Relaxed);
+        Self(n)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl CallStats {
+    fn last(&self, what: String) {
+        if let Ok(mut l) = self.last_error.lock() {
+            *l = Some(format!("{}: {what}", crate::schema::ids::now()));
+        }
+    }
+
+    pub(crate) fn refusal(&self, what: String) {
+        self.refusals.fetch_add(1, Ordering::Relaxed);
+        self.last(what);
+    }
 }
 
 /// What kind of call: decides the time budget and what the host API allows.
@@ -124,6 +258,8 @@ pub(crate) enum CallError {
     Trap(String),
     /// The runtime could not make an instance.
     Unavailable(String),
+    /// The sandbox refused a host call that has no error to answer with (kv without its grant).
+    Refused(String),
 }
 
 impl std::fmt::Display for CallError {
@@ -133,6 +269,7 @@ impl std::fmt::Display for CallError {
             Self::OutOfMemory(m) => write!(f, "stopped at its memory cap of {} MiB", m >> 20),
             Self::Trap(t) => write!(f, "trapped: {t}"),
             Self::Unavailable(t) => write!(f, "unavailable: {t}"),
+            Self::Refused(t) => f.write_str(t),
         }
     }
 }
@@ -157,13 +294,13 @@ pub(super) enum Reply {
     Response(rt::HttpResponse),
 }
 
-impl Loaded {
-    /// Instantiate the component once, ask its manifest and keep the instance warm.
+impl Code {
+    /// Compile the component (or map it from the compile cache), instantiate it once with no
+    /// grants at all, and ask its manifest. Nothing about pb.toml is decided here.
     pub(crate) async fn load(
         rt: &Arc<Runtime>,
         file: PathBuf,
         bytes: Vec<u8>,
-        cfg: &PluginsConfig,
     ) -> Result<Arc<Self>, String> {
         let started = Instant::now();
         let hash = hex(&Sha256::digest(&bytes)[..8]);
@@ -172,27 +309,19 @@ impl Loaded {
             .await
             .map_err(|e| e.to_string())??;
         let compile_ms = started.elapsed().as_millis();
-        let pre = rt.linker.instantiate_pre(&component).map_err(|e| {
+        let not_ours = |e: wasmtime::Error| {
             format!(
-                "not a ferrobase:plugin@0.1.0 component: {}",
+                "not a ferrobase:plugin@0.1.x component: {}",
                 root_message(&e)
             )
-        })?;
-        let pre = PluginPre::new(pre).map_err(|e| {
-            format!(
-                "not a ferrobase:plugin@0.1.0 component: {}",
-                root_message(&e)
-            )
-        })?;
-        // The name comes from the manifest, so the section in pb.toml is found after describe;
-        // describe itself runs under the defaults and may not call the host.
+        };
+        let pre = rt.linker.instantiate_pre(&component).map_err(not_ours)?;
+        let pre = PluginPre::new(pre).map_err(not_ours)?;
         let stem = file
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let boot = Settings::resolve(cfg, cfg.each.get(&stem), rt.max_memory);
-        let env = Arc::new(PluginEnv::new(stem.clone(), boot.clone(), Arc::clone(rt)));
-        let mut probe = Self {
+        let code = Arc::new(Self {
             file,
             hash,
             manifest: Manifest {
@@ -203,18 +332,14 @@ impl Loaded {
                 jobs: Vec::new(),
                 wants: Vec::new(),
             },
-            settings: boot,
             compile_ms,
             from_cache,
             loaded_at: crate::schema::ids::now(),
-            rt: Arc::clone(rt),
             pre,
-            env,
-            pool: Mutex::new(Vec::new()),
-            slots: Arc::new(Semaphore::new(1)),
-            retired: AtomicBool::new(false),
-            stats: CallStats::default(),
-        };
+        });
+        // describe runs with no grants and the default limits: it may not use the host.
+        let boot = Settings::resolve(&PluginsConfig::default(), None, rt.max_memory, &[]);
+        let probe = Loaded::new(Arc::clone(&code), boot, rt, Arc::default());
         let m = match probe
             .call(Call::Describe, Arc::new(CallFacts::default()), None)
             .await
@@ -223,6 +348,7 @@ impl Loaded {
             Reply::Manifest(m) => m,
             _ => return Err("describe returned something else".into()),
         };
+        drop(probe);
         let manifest = Manifest {
             name: m.name,
             version: m.version,
@@ -246,43 +372,68 @@ impl Loaded {
                 manifest.name
             ));
         }
-        if cfg.each.get(&manifest.name).and_then(|e| e.enabled) == Some(false) {
-            return Err(format!(
-                "disabled in pb.toml ([plugins.{}] enabled = false)",
-                manifest.name
-            ));
-        }
-        let settings = Settings::resolve(cfg, cfg.each.get(&manifest.name), rt.max_memory);
-        for want in &manifest.wants {
-            if !settings.grants.iter().any(|g| g == want) {
-                return Err(format!(
-                    "wants {want:?}, which pb.toml does not grant (add it to [plugins.{}] grants)",
-                    manifest.name
-                ));
-            }
-            if !matches!(
-                want.as_str(),
-                "db:read" | "db:write" | "kv" | "http" | "clock"
-            ) {
-                return Err(format!("wants unknown capability {want:?}"));
-            }
-        }
-        // The describe instance ran under boot settings: start the pool afresh.
-        probe.pool.lock().map(|mut p| p.clear()).ok();
-        probe.env = Arc::new(PluginEnv::new(
-            manifest.name.clone(),
+        let mut code = Arc::try_unwrap(code)
+            .map_err(|_| "the describe instance outlived its call".to_owned())?;
+        code.manifest = manifest;
+        Ok(Arc::new(code))
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.manifest.name
+    }
+}
+
+impl Loaded {
+    /// Instances of `code` under `settings`: a fresh pool, nothing instantiated yet. `stats`
+    /// are the plugin file's (they outlive its versions).
+    fn new(code: Arc<Code>, settings: Settings, rt: &Arc<Runtime>, stats: Arc<CallStats>) -> Self {
+        let env = Arc::new(PluginEnv::new(
+            code.manifest.name.clone(),
             settings.clone(),
             Arc::clone(rt),
+            stats,
         ));
-        probe.slots = Arc::new(Semaphore::new(settings.max_instances));
-        probe.manifest = manifest;
-        probe.settings = settings;
-        let me = Arc::new(probe);
-        // Warm one instance now, so the first request does not pay for instantiation.
+        Self {
+            file: code.file.clone(),
+            hash: code.hash.clone(),
+            manifest: code.manifest.clone(),
+            compile_ms: code.compile_ms,
+            from_cache: code.from_cache,
+            loaded_at: code.loaded_at.clone(),
+            slots: Arc::new(Semaphore::new(settings.max_instances)),
+            stats: Arc::clone(&env.stats),
+            settings,
+            rt: Arc::clone(rt),
+            env,
+            pool: Mutex::new(Vec::new()),
+            retired: AtomicBool::new(false),
+            code,
+        }
+    }
+
+    /// `code` ready to serve under `settings`, with one instance warm so the first request
+    /// does not pay for instantiation.
+    pub(crate) async fn start(
+        code: &Arc<Code>,
+        settings: Settings,
+        rt: &Arc<Runtime>,
+        stats: Arc<CallStats>,
+    ) -> Arc<Self> {
+        let me = Arc::new(Self::new(Arc::clone(code), settings, rt, stats));
         if let Ok(inst) = me.instantiate().await {
             me.give_back(inst);
         }
-        Ok(me)
+        me
+    }
+
+    /// Whether this serves `code` under exactly `settings` (nothing to re-instantiate).
+    pub(crate) fn is(&self, code: &Arc<Code>, settings: &Settings) -> bool {
+        Arc::ptr_eq(&self.code, code) && self.settings == *settings
+    }
+
+    /// What calls still running on this version may do from now on: never more than `next`.
+    pub(crate) fn narrow(&self, next: &Live) {
+        self.env.narrow(next);
     }
 
     pub(crate) fn name(&self) -> &str {
@@ -312,6 +463,7 @@ impl Loaded {
         store.data_mut().deadline = Instant::now() + Duration::from_secs(30);
         store.set_epoch_deadline(1);
         let plugin = self
+            .code
             .pre
             .instantiate_async(&mut store)
             .await
@@ -365,6 +517,7 @@ impl Loaded {
             Call::Route(_) => CallKind::Route,
             Call::Job(..) => CallKind::Job,
         };
+        let _in_flight = InFlight::new(&self.stats.in_flight);
         let _ticking = self.rt.running();
         let queued = facts.depth == 0 && kind != CallKind::InTransaction;
         let _global = if queued {
@@ -431,9 +584,7 @@ impl Loaded {
             Err(err) => {
                 // A trapped instance is never reused: its memory may be mid-update.
                 self.stats.failures.fetch_add(1, Ordering::Relaxed);
-                if let Ok(mut l) = self.stats.last_error.lock() {
-                    *l = Some(format!("{}: {err}", crate::schema::ids::now()));
-                }
+                self.stats.last(err.to_string());
                 tracing::warn!(plugin = %self.manifest.name, kind = ?kind, error = %err, elapsed_ms = started.elapsed().as_millis() as u64, "plugin call failed");
                 Err(err)
             }
@@ -491,6 +642,9 @@ async fn run(inst: &mut Inst, call: Call<'_>, ctx: Resource<CallCtx>) -> wasmtim
 }
 
 fn classify(e: &wasmtime::Error, store: &WStore<HostState>, budget: Duration) -> CallError {
+    if let Some(r) = e.downcast_ref::<super::host::Refusal>() {
+        return CallError::Refused(r.0.clone());
+    }
     if let Some(t) = e.downcast_ref::<wasmtime::Trap>()
         && *t == wasmtime::Trap::Interrupt
     {
@@ -500,4 +654,129 @@ fn classify(e: &wasmtime::Error, store: &WStore<HostState>, budget: Duration) ->
         return CallError::OutOfMemory(store.data().env.settings.memory);
     }
     CallError::Trap(root_message(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::PluginEntry;
+
+    fn manifest(wants: &[&str]) -> Manifest {
+        Manifest {
+            name: "p".into(),
+            version: "1".into(),
+            hooks: Vec::new(),
+            routes: Vec::new(),
+            jobs: Vec::new(),
+            wants: wants.iter().map(|w| (*w).to_owned()).collect(),
+        }
+    }
+
+    fn cfg(entry: Option<PluginEntry>) -> PluginsConfig {
+        let mut c = PluginsConfig::default();
+        if let Some(e) = entry {
+            c.each.insert("p".into(), e);
+        }
+        c
+    }
+
+    fn granting(grants: &[&str]) -> PluginEntry {
+        PluginEntry {
+            grants: Some(grants.iter().map(|g| (*g).to_owned()).collect()),
+            ..PluginEntry::default()
+        }
+    }
+
+    #[test]
+    fn a_plugin_holds_what_it_wants_and_is_granted_and_nothing_else() {
+        let c = cfg(Some(granting(&[
+            "db:read",
+            "kv",
+            "http",
+            "db:hidden:users.tokenKey",
+        ])));
+        let Verdict::Run(s) = configure(&c, &manifest(&["db:read", "kv"]), 1 << 30) else {
+            panic!("runs")
+        };
+        assert_eq!(s.grants, ["db:read", "kv"]);
+        // Without a section: default_grants, still intersected.
+        let Verdict::Run(s) = configure(&cfg(None), &manifest(&[]), 1 << 30) else {
+            panic!("runs")
+        };
+        assert!(s.grants.is_empty(), "{:?}", s.grants);
+        let Verdict::Run(s) = configure(&cfg(None), &manifest(&["db:read"]), 1 << 30) else {
+            panic!("runs")
+        };
+        assert_eq!(s.grants, ["db:read"]);
+    }
+
+    #[test]
+    fn configuration_refuses_or_disables_before_anything_runs() {
+        let wants = manifest(&["db:read", "http"]);
+        assert!(matches!(
+            configure(&cfg(Some(granting(&["db:read"]))), &wants, 1 << 30),
+            Verdict::Refused(why) if why.contains("wants \"http\"")
+        ));
+        let off = PluginEntry {
+            enabled: Some(false),
+            ..granting(&["db:read", "http"])
+        };
+        assert_eq!(
+            configure(&cfg(Some(off)), &wants, 1 << 30),
+            Verdict::Disabled
+        );
+        for bad in [
+            "db:admin",
+            "db:hidden:users",
+            "db:hidden:.x",
+            "db:hidden:a b.c",
+            "fs",
+        ] {
+            let c = cfg(Some(granting(&[bad])));
+            assert!(
+                matches!(configure(&c, &manifest(&[bad]), 1 << 30), Verdict::Refused(why) if why.contains("unknown capability")),
+                "{bad}"
+            );
+        }
+        let c = cfg(Some(granting(&["db:hidden:users.tokenKey"])));
+        assert!(matches!(
+            configure(&c, &manifest(&["db:hidden:users.tokenKey"]), 1 << 30),
+            Verdict::Run(_)
+        ));
+        let bad_allow = PluginEntry {
+            http_allow: vec!["https://api.example.com".into()],
+            ..granting(&["http"])
+        };
+        assert!(matches!(
+            configure(&cfg(Some(bad_allow)), &manifest(&["http"]), 1 << 30),
+            Verdict::Refused(why) if why.contains("not host:port")
+        ));
+    }
+
+    #[test]
+    fn calls_in_flight_keep_no_more_than_pb_toml_allows_now() {
+        let m = manifest(&["db:read", "http"]);
+        let now = allowed_now(&cfg(Some(granting(&["db:read"]))), &m, 1 << 30);
+        assert_eq!(now.grants, ["db:read"]);
+        let before = Live {
+            grants: vec!["db:read".into(), "http".into()],
+            http_allow: vec!["a.example:443".into()],
+        };
+        let narrowed = before.narrowed(&now);
+        assert_eq!(
+            (narrowed.grants.as_slice(), narrowed.http_allow.len()),
+            (&["db:read".to_owned()][..], 0)
+        );
+        let off = PluginEntry {
+            enabled: Some(false),
+            ..granting(&["db:read", "http"])
+        };
+        assert_eq!(allowed_now(&cfg(Some(off)), &m, 1 << 30), Live::default());
+        // Never wider than before, whatever pb.toml says now.
+        let wider = Live {
+            grants: vec!["db:read".into(), "db:write".into(), "http".into()],
+            http_allow: vec!["a.example:443".into(), "b.example:443".into()],
+        };
+        assert_eq!(before.narrowed(&wider), before);
+    }
 }

@@ -1,4 +1,4 @@
-//! Plugins: wasm components (WIT package `ferrobase:plugin@0.1.0`, `plugin-sdk/wit/`) that add
+//! Plugins: wasm components (WIT package `ferrobase:plugin@0.1.1`, `plugin-sdk/wit/`) that add
 //! record hooks, routes and cron jobs. The only module that names wasmtime.
 //!
 //! - `engine`: one engine (Cranelift, pooling allocator, epoch interruption), compiled
@@ -10,7 +10,10 @@
 //! - `host`: what a plugin may import (context, db, log, config, kv, http), each checked
 //!   against the grants pb.toml gave it.
 //! - `registry`: the immutable dispatch tables built from the manifests; swapped whole.
-//! - `reload`: loading the folder, watching it, the reload history.
+//! - `reload`: loading the folder, watching it, each plugin's state (loaded, parked, refused,
+//!   disabled), the reload history.
+//! - `sandbox`: where outbound HTTP may go (`http_allow`, checked on the dialled address).
+//! - `starter`: `ferrobase plugin new NAME`, a ready plugin crate with the SDK vendored.
 //!
 //! Reads never look here. A write asks `Registry::hooks(collection id)` once: `None` unless a
 //! plugin bound that collection.
@@ -24,12 +27,15 @@ mod host;
 mod instance;
 mod registry;
 mod reload;
+mod sandbox;
+mod starter;
 
 pub(crate) use calls::{Action, Change, HookOutcome, RouteRequest};
 pub(crate) use convert::{FieldValue, PluginRecord};
 pub(crate) use dispatch::run_in_transaction;
 pub(crate) use instance::Loaded;
 pub(crate) use registry::{HookSlots, Registry};
+pub(crate) use starter::new_plugin;
 
 use crate::config::PluginsConfig;
 use crate::store::Store;
@@ -180,9 +186,10 @@ impl Plugins {
         self.rt.committed(changes);
     }
 
-    /// The `/api/plugins` report: loaded versions, their bindings, errors and reload history.
+    /// The `/api/plugins` report: one state per plugin file (loaded, parked, refused,
+    /// disabled), its bindings, grants, call counts and last error; the reload history.
     pub(crate) fn report(&self) -> Value {
-        self.reload.report(&self.registry())
+        self.reload.report()
     }
 
     /// Collections changed: rebuild the registry (hooks are bound to collections by id, and a

@@ -62,7 +62,7 @@ const NATIVE_PREFIXES: &[&str] = &[
 
 const METHODS: &[&str] = &["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"];
 
-fn shadows_native(path: &str) -> Option<&'static str> {
+pub(super) fn shadows_native(path: &str) -> Option<&'static str> {
     let lower = path.to_ascii_lowercase();
     // A parameter in the first segments could capture any native path.
     if lower.starts_with("/{") || lower.starts_with("/api/{") {

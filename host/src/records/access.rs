@@ -76,6 +76,15 @@ impl RequestHeaders for () {
     fn each(&self, _: &mut dyn FnMut(&str, &str)) {}
 }
 
+/// Headers given as pairs (a realtime subscription's `options.headers`).
+impl RequestHeaders for Vec<(String, String)> {
+    fn each(&self, f: &mut dyn FnMut(&str, &str)) {
+        for (k, v) in self {
+            f(k, v);
+        }
+    }
+}
+
 static NO_QUERY: LazyLock<Map<String, Value>> = LazyLock::new(Map::new);
 
 /// Who is asking, and in which request. Borrowed from the request for the length of one call;
@@ -90,6 +99,8 @@ pub(crate) struct Access<'a> {
     pub method: &'a str,
     pub path: &'a str,
     pub remote_ip: Option<&'a str>,
+    /// `@request.context`: "default", or "batch" inside a batch.
+    pub context: &'static str,
     headers: &'a dyn RequestHeaders,
     query: &'a Map<String, Value>,
     body: Option<&'a Map<String, Value>>,
@@ -113,11 +124,18 @@ impl<'a> Access<'a> {
             method,
             path,
             remote_ip,
+            context: "default",
             headers,
             query,
             body: None,
             built: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The same access in another `@request.context` ("batch").
+    pub(crate) fn in_context(mut self, context: &'static str) -> Self {
+        self.context = context;
+        self
     }
 
     /// The server itself, `depth` plugin calls deep: rules do not apply.
@@ -129,6 +147,7 @@ impl<'a> Access<'a> {
             method: "POST",
             path: "",
             remote_ip: None,
+            context: "default",
             headers: &(),
             query: &NO_QUERY,
             body: None,
@@ -145,6 +164,7 @@ impl<'a> Access<'a> {
             method: "GET",
             path: "",
             remote_ip: None,
+            context: "default",
             headers: &(),
             query: &NO_QUERY,
             body: None,
@@ -161,6 +181,7 @@ impl<'a> Access<'a> {
             method: self.method,
             path: self.path,
             remote_ip: self.remote_ip,
+            context: self.context,
             headers: self.headers,
             query: self.query,
             body: Some(body),
@@ -188,7 +209,7 @@ impl<'a> Access<'a> {
                 query: self.query.clone(),
                 headers,
                 method: self.method.to_owned(),
-                context: "default".into(),
+                context: self.context.into(),
             }
         })
     }

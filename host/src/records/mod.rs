@@ -4,11 +4,14 @@
 //! auth flows all call it, and none of them re-implements a piece of it.
 
 mod access;
+pub(crate) mod batch;
 pub(crate) mod expand;
+pub(crate) mod feed;
 pub(crate) mod json;
 pub(crate) mod read;
 mod rules;
 pub(crate) mod services;
+pub(crate) mod watch;
 mod write;
 
 pub(crate) use access::{Access, Caller, RequestHeaders};
@@ -25,6 +28,8 @@ use std::sync::Arc;
 pub(crate) struct Records {
     pub store: Arc<Store>,
     pub plugins: Arc<Plugins>,
+    /// Committed changes, in commit order, for after-commit hooks and realtime.
+    pub feed: Arc<feed::Feed>,
 }
 
 pub(crate) const MSG_CREATE_FAILED: &str = "Failed to create record.";

@@ -49,7 +49,11 @@ async fn fixture(rules: serde_json::Value) -> Fixture {
     let notes = Arc::clone(store.schema().by_name("notes").expect("notes"));
     Fixture {
         _dir: dir,
-        records: Records { store, plugins },
+        records: Records {
+            store,
+            plugins,
+            feed: Default::default(),
+        },
         notes,
     }
 }

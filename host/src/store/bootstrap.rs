@@ -62,28 +62,6 @@ const MIGRATIONS: &[&str] = &[
 
 const OWN_RECORD_RULE: &str = "@request.auth.id != '' && recordRef = @request.auth.id && collectionRef = @request.auth.collectionId";
 
-pub(crate) fn default_settings() -> Value {
-    json!({
-        "superuserIPs": [],
-        "smtp": {"enabled": false, "port": 587, "host": "smtp.example.com", "username": "", "password": "",
-                 "authMethod": "", "tls": false, "localName": ""},
-        "backups": {"cron": "", "cronMaxKeep": 3, "s3": {"enabled": false, "bucket": "", "region": "",
-                    "endpoint": "", "accessKey": "", "forcePathStyle": false}},
-        "s3": {"enabled": false, "bucket": "", "region": "", "endpoint": "", "accessKey": "", "forcePathStyle": false},
-        "meta": {"accentColor": "#1055c9", "appName": "Acme", "appURL": "http://localhost:8090",
-                 "senderName": "Support", "senderAddress": "support@example.com", "hideControls": false},
-        "rateLimits": {"rules": [
-            {"label": "*:auth", "audience": "", "duration": 3, "maxRequests": 2},
-            {"label": "*:create", "audience": "", "duration": 5, "maxRequests": 20},
-            {"label": "/api/batch", "audience": "", "duration": 1, "maxRequests": 3},
-            {"label": "/api/", "audience": "", "duration": 10, "maxRequests": 300}],
-            "excludedIPs": [], "enabled": false},
-        "trustedProxy": {"headers": [], "useLeftmostIP": false},
-        "batch": {"enabled": false, "maxRequests": 50, "timeout": 3, "maxBodySize": 0},
-        "logs": {"maxDataSize": 0, "maxDays": 5, "minLevel": 0, "logIP": true, "logAuthId": false}
-    })
-}
-
 fn text_field(name: &str, required: bool, hidden: bool) -> Field {
     let Value::Object(m) = json!({"id": ids::field_id("text", name), "name": name, "type": "text",
         "required": required, "hidden": hidden, "system": true})
@@ -259,7 +237,8 @@ pub(super) fn ensure_data(conn: &mut Connection) -> Result<()> {
     }
     tx.execute(
         "INSERT INTO _params (id, value) VALUES ('settings', ?1)",
-        params![default_settings().to_string()],
+        // PocketBase's defaults, stored as it stores them (a BLOB of its JSON).
+        params![crate::settings::Settings::default().to_stored()],
     )?;
     tx.commit()?;
     Ok(())

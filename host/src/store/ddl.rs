@@ -491,3 +491,33 @@ pub(crate) fn infer_view_fields(
         }),
     }
 }
+
+/// PocketBase's dry run of a view query (the dashboard's preview): the fields a view collection
+/// `c` (named, typed as a view, its query set) would get, and up to `limit` of its rows read
+/// through a real view of that name. Everything is rolled back.
+pub(crate) fn dry_run_view(
+    conn: Conn<'_>,
+    schema: &Schema,
+    c: &Collection,
+    limit: i64,
+) -> Result<(Vec<Field>, Vec<super::StoreRecord>)> {
+    let fields = infer_view_fields(conn, schema, c.view_query())?;
+    // The probe accepted it, so it reads as one statement.
+    let query = view::normalize(c.view_query()).map_err(view_refused)?;
+    let mut view = c.clone();
+    view.fields = fields.clone();
+    let db = conn.0;
+    db.execute_batch("SAVEPOINT view_dry_run")?;
+    // One statement, never a batch: the query is the superuser's text.
+    let rows = db
+        .execute(
+            &format!("CREATE VIEW {} AS SELECT * FROM ({query})", q(&c.name)),
+            [],
+        )
+        .map_err(|e| view_refused(sqlite_text(&e)))
+        .and_then(|_| {
+            super::records::list(conn, &view, &crate::query::Select::default(), limit, 0)
+        });
+    db.execute_batch("ROLLBACK TO view_dry_run; RELEASE view_dry_run")?;
+    Ok((fields, rows?))
+}

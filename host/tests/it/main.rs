@@ -6,7 +6,9 @@
 //! `FERROBASE_TEST_ALL=1` (set by `scripts/test.sh`) makes a missing one a failure.
 
 mod common;
+mod rng;
 
+mod batch;
 mod cache;
 mod compat;
 mod differential;
@@ -14,5 +16,7 @@ mod fuzz_corpus;
 mod http;
 mod plugins;
 mod query_snapshots;
+mod realtime;
 mod security;
+mod settings;
 mod tidy;

@@ -8,8 +8,8 @@ use crate::schema::define::verr;
 use crate::schema::value::{
     self, Modifier, Stored, apply_modifier, coerce, from_stored, split_modifier, zero,
 };
-use crate::schema::{Collection, FieldType, SUPERUSERS_ID, ids};
-use crate::store::{Store, StoreRecord, records as store_records};
+use crate::schema::{Collection, FieldType, SUPERUSERS_ID, Schema, ids};
+use crate::store::{StoreRecord, records as store_records};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
@@ -162,15 +162,15 @@ pub(super) fn missing_relation_errors(names: Vec<String>) -> Map<String, Value> 
     errors
 }
 
-/// Validate the draft. On success, the relation ids still to be found, which the write checks
-/// on its own connection (one trip to the writer instead of a read first); on failure, every
-/// field error, relation ones included.
-pub(super) async fn validate(
-    store: &Store,
+/// Validate the draft: every field error, and the relation ids still to be found, which the
+/// write checks on its own connection (one trip to the writer instead of a read first), or
+/// which the caller looks up to report them along with the other errors.
+pub(super) fn validate(
+    schema: &Schema,
     c: &Arc<Collection>,
     draft: &Draft,
     skip: &[usize],
-) -> std::result::Result<RelationChecks, Map<String, Value>> {
+) -> (Map<String, Value>, RelationChecks) {
     let mut errors = Map::new();
     for (i, f) in c.fields.iter().enumerate() {
         // Errors in the raw input count even where the value ends up unchanged.
@@ -185,7 +185,6 @@ pub(super) async fn validate(
             errors.insert(f.name.clone(), e);
         }
     }
-    let schema = store.schema();
     let mut checks: RelationChecks = Vec::new();
     for (i, f) in c.fields.iter().enumerate() {
         if f.kind != FieldType::Relation || errors.contains_key(&f.name) {
@@ -215,18 +214,7 @@ pub(super) async fn validate(
             }
         }
     }
-    if errors.is_empty() {
-        return Ok(checks);
-    }
-    // The write will not happen: report the relation errors along with the others now.
-    if !checks.is_empty() {
-        let missing = store
-            .read(move |conn| missing_relations(conn, &checks))
-            .await
-            .unwrap_or_default();
-        errors.extend(missing_relation_errors(missing));
-    }
-    Err(errors)
+    (errors, checks)
 }
 
 /// Hash the draft's new passwords off the async runtime.

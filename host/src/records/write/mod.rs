@@ -3,24 +3,28 @@
 //!
 //! A write is prepared off the writer (draft, before-hooks, validation, password hashing), then
 //! applied in one savepoint on the writer ([`Prepared::apply`]): relation ids checked, the row
-//! written and read back under the create rule, in-transaction hooks run. Batch will prepare
-//! many and apply them in one transaction.
+//! written and read back under the create rule, in-transaction hooks run. A writer bound to a
+//! batch's transaction ([`super::batch`]) reads and writes through that transaction instead, so
+//! each write sees the ones before it and all commit together.
 
 mod draft;
 
+use super::feed::Committed;
 use super::{
     Access, Action as RuleAction, MSG_CREATE_FAILED, MSG_DELETE_FAILED, MSG_UPDATE_FAILED,
     RecordError, Records, Result,
 };
 use crate::plugins::{
-    Action, CallFacts, Change, HookOutcome, HookSlots, Loaded, PluginRecord, Rejection,
-    run_in_transaction,
+    Action, CallFacts, HookOutcome, HookSlots, Loaded, PluginRecord, Rejection, run_in_transaction,
 };
 use crate::query::Select;
 use crate::schema::Collection;
 use crate::schema::define::verr;
 use crate::schema::value::Stored;
-use crate::store::{Conn, Keep, OnCommit, StoreError, StoreRecord, records as store_records};
+use crate::store::records::Cascaded;
+use crate::store::{
+    Announce, Conn, Keep, OnCommit, StoreError, StoreRecord, Tx, records as store_records,
+};
 use draft::{Draft, RelationChecks};
 use serde_json::{Map, Value};
 use std::sync::Arc;
@@ -28,8 +32,8 @@ use std::sync::Arc;
 /// How a write ended on the writer.
 pub(crate) enum WriteOutcome {
     Done(StoreRecord),
-    /// A delete: the record as it was.
-    Deleted(PluginRecord),
+    /// A delete: the record as it was, and what its relations did to other records.
+    Deleted(StoreRecord, Vec<Cascaded>),
     RuleFailed,
     /// Relation fields whose ids were not found.
     MissingRelations(Vec<String>),
@@ -39,10 +43,12 @@ pub(crate) enum WriteOutcome {
     HookFailed(String),
 }
 
-/// Writes made with one access (a request, or the server itself).
+/// Writes made with one access (a request, or the server itself), each in its own transaction
+/// or all in a batch's.
 pub(crate) struct Writer<'a> {
     records: &'a Records,
     access: &'a Access<'a>,
+    tx: Option<&'a Tx>,
 }
 
 /// Views are read-only.
@@ -79,7 +85,7 @@ fn refused(outcome: WriteOutcome, message: &'static str) -> RecordError {
         }
         WriteOutcome::Rejected(r) => RecordError::Rejected(r),
         WriteOutcome::HookFailed(e) => hook_failed(message, &e),
-        WriteOutcome::RuleFailed | WriteOutcome::Done(_) | WriteOutcome::Deleted(_) => {
+        WriteOutcome::RuleFailed | WriteOutcome::Done(_) | WriteOutcome::Deleted(..) => {
             RecordError::NotFound
         }
     }
@@ -129,11 +135,19 @@ impl Prepared {
         conn: Conn<'_>,
         schema: &crate::schema::Schema,
     ) -> crate::store::Result<WriteOutcome> {
+        let c = &self.collection;
         let missing = draft::missing_relations(conn, &self.checks)?;
         if !missing.is_empty() {
+            // PocketBase decides a create rule before it validates: a rule that fails is the
+            // answer even when relations are missing too.
+            if self.action == Action::Create
+                && let Some(rule) = &self.rule
+                && !rule_admits(conn, schema, c, &self.id, &self.row, rule)?
+            {
+                return Ok(WriteOutcome::RuleFailed);
+            }
             return Ok(WriteOutcome::MissingRelations(missing));
         }
-        let c = &self.collection;
         conn.savepoint(|tx| {
             if self.action == Action::Create {
                 store_records::insert(tx, schema, c, &self.row)?;
@@ -156,9 +170,119 @@ impl Prepared {
     }
 }
 
+/// Whether a delete's cascades are worth recording: someone may want them.
+fn notice_wanted(feed: &super::feed::Feed, c: &Collection) -> bool {
+    feed.active() || feed.wants(c)
+}
+
+/// Whether `rule` admits the would-be record `row`: written in a savepoint, looked at, rolled
+/// back. A row the table refuses (a unique value taken, say) counts as admitted: its own error
+/// is the answer then.
+fn rule_admits(
+    conn: Conn<'_>,
+    schema: &crate::schema::Schema,
+    c: &Arc<Collection>,
+    id: &str,
+    row: &[(usize, Stored)],
+    rule: &Select,
+) -> crate::store::Result<bool> {
+    conn.savepoint(|tx| {
+        if store_records::insert(tx, schema, c, row).is_err() {
+            return Ok(Keep::Rollback(true));
+        }
+        let seen = store_records::get(tx, c, id, Some(rule))?.is_some();
+        Ok(Keep::Rollback(seen))
+    })
+}
+
 impl<'a> Writer<'a> {
     pub(crate) fn new(records: &'a Records, access: &'a Access<'a>) -> Self {
-        Self { records, access }
+        Self {
+            records,
+            access,
+            tx: None,
+        }
+    }
+
+    /// A writer whose reads and writes run in `tx` (a batch's transaction).
+    pub(super) fn batched(records: &'a Records, access: &'a Access<'a>, tx: &'a Tx) -> Self {
+        Self {
+            records,
+            access,
+            tx: Some(tx),
+        }
+    }
+
+    /// One record as this writer sees it: the committed state, or the batch's so far.
+    async fn find(
+        &self,
+        c: &Arc<Collection>,
+        id: &str,
+        rule: Option<&Select>,
+    ) -> Result<Option<StoreRecord>> {
+        Ok(match self.tx {
+            None => {
+                self.records
+                    .store
+                    .read(|conn| store_records::get(conn, c, id, rule))
+                    .await?
+            }
+            Some(tx) => {
+                let (c, id, rule) = (Arc::clone(c), id.to_owned(), rule.cloned());
+                tx.run(move |conn| store_records::get(conn, &c, &id, rule.as_ref()))
+                    .await?
+            }
+        })
+    }
+
+    /// Relation ids of `checks` that do not exist, as this writer sees them.
+    async fn missing(&self, checks: RelationChecks) -> Vec<String> {
+        let found = match self.tx {
+            None => {
+                self.records
+                    .store
+                    .read(move |conn| draft::missing_relations(conn, &checks))
+                    .await
+            }
+            Some(tx) => {
+                tx.run(move |conn| draft::missing_relations(conn, &checks))
+                    .await
+            }
+        };
+        found.unwrap_or_default()
+    }
+
+    /// Run a write on the writer: in its own (group) commit, or as a step of the batch's
+    /// transaction. `notify` is announced after the commit that makes it durable.
+    async fn commit_write<R, F>(&self, f: F, notify: Option<OnCommit<R>>) -> crate::store::Result<R>
+    where
+        F: FnOnce(Conn<'_>) -> crate::store::Result<R> + Send + 'static,
+        R: Send + 'static,
+    {
+        match self.tx {
+            None => self.records.store.write_then(f, notify).await,
+            Some(tx) => tx.run_then(f, notify).await,
+        }
+    }
+
+    /// Field errors of a draft, relation ids included; on success, the relation ids the write
+    /// checks on its own connection.
+    async fn validate(
+        &self,
+        c: &Arc<Collection>,
+        draft: &Draft,
+        skip: &[usize],
+        message: &'static str,
+    ) -> Result<RelationChecks> {
+        let (mut errors, checks) = draft::validate(&self.records.store.schema(), c, draft, skip);
+        if errors.is_empty() {
+            return Ok(checks);
+        }
+        // The write will not happen: report the relation errors along with the others now.
+        if !checks.is_empty() {
+            errors.extend(draft::missing_relation_errors(self.missing(checks).await));
+        }
+        Err(RecordError::invalid(message, errors))
     }
 
     fn facts(&self) -> Arc<CallFacts> {
@@ -174,36 +298,57 @@ impl<'a> Writer<'a> {
         })
     }
 
-    /// What to run on the writer once the write committed: queue the change for after-commit
-    /// hooks. None (no cost) when no plugin listens to this collection.
+    /// What to announce once the write committed: the change, numbered in commit order, for
+    /// the feed's listeners (after-commit hooks, realtime). None (no cost) when none of them
+    /// wants this collection.
     fn commit_notice(
         &self,
-        slots: Option<&HookSlots>,
         c: &Arc<Collection>,
         action: Action,
-        previous: Option<PluginRecord>,
+        previous: Option<StoreRecord>,
     ) -> Option<OnCommit<WriteOutcome>> {
-        let s = slots?;
-        if s.after_commit.is_empty() {
+        let feed = Arc::clone(&self.records.feed);
+        // A delete's cascades may reach collections a listener wants even when this one is not.
+        if !(feed.wants(c) || (action == Action::Delete && feed.active())) {
             return None;
         }
-        let plugins = Arc::clone(&self.records.plugins);
         let c = Arc::clone(c);
         let actor = self.access.who.map(super::Caller::principal);
         Some(Box::new(move |out: &WriteOutcome| {
-            let record = match out {
-                WriteOutcome::Done(saved) => PluginRecord::from_stored(&c, saved),
-                WriteOutcome::Deleted(pre) => pre.clone(),
-                _ => return,
-            };
-            plugins.committed(vec![Change {
+            let change = |action, collection, record, previous| Committed {
+                seq: 0,
                 action,
-                collection_id: c.id.clone(),
+                collection,
                 record,
                 previous,
-                actor,
-                seq: 0,
-            }]);
+                actor: actor.clone(),
+            };
+            // Cascades first: PocketBase deletes (or unlinks) the referencing records before
+            // the record itself.
+            let changes: Vec<Committed> = match out {
+                WriteOutcome::Done(saved) => vec![change(action, c, saved.clone(), previous)],
+                WriteOutcome::Deleted(gone, cascaded) => cascaded
+                    .iter()
+                    .map(|k| match k {
+                        Cascaded::Deleted(oc, row) => {
+                            change(Action::Delete, Arc::clone(oc), row.clone(), None)
+                        }
+                        Cascaded::Updated(oc, after, before) => change(
+                            Action::Update,
+                            Arc::clone(oc),
+                            after.clone(),
+                            Some(before.clone()),
+                        ),
+                    })
+                    .chain(std::iter::once(change(action, c, gone.clone(), None)))
+                    .collect(),
+                _ => return None,
+            };
+            Some(Box::new(move || {
+                for ch in changes {
+                    feed.publish(ch);
+                }
+            }) as Announce)
         }))
     }
 
@@ -243,10 +388,8 @@ impl<'a> Writer<'a> {
         };
         let store = Arc::clone(&self.records.store);
         let outcome = self
-            .records
-            .store
             // The schema as of this job (schema changes run alone on the writer).
-            .write_then(move |conn| prepared.apply(conn, &store.schema()), notify)
+            .commit_write(move |conn| prepared.apply(conn, &store.schema()), notify)
             .await
             .map_err(|e| save_error(e, message))?;
         match outcome {
@@ -284,9 +427,6 @@ impl<'a> Writer<'a> {
             self.before(&s.before_create, c, None, &mut draft, MSG_CREATE_FAILED)
                 .await?;
         }
-        let checks = draft::validate(&self.records.store, c, &draft, &skip)
-            .await
-            .map_err(|e| RecordError::invalid(MSG_CREATE_FAILED, e))?;
         let with_body = self.access.with_body(data);
         let rule = super::condition(
             &self.records.store.schema(),
@@ -294,17 +434,44 @@ impl<'a> Writer<'a> {
             RuleAction::Create,
             &with_body,
         )?;
+        let id = draft.values[id_idx].as_str().unwrap_or("").to_owned();
+        let checks = match self.validate(c, &draft, &skip, MSG_CREATE_FAILED).await {
+            Ok(checks) => checks,
+            // PocketBase checks the create rule before it validates: when the rule refuses,
+            // that is the answer, whatever the field errors. (Only this error path pays for
+            // the look; a valid create checks its rule on the row it writes.)
+            Err(invalid) => {
+                if let Some(rule) = rule {
+                    let (c2, row, store) = (
+                        Arc::clone(c),
+                        draft::to_row(c, &draft, None),
+                        Arc::clone(&self.records.store),
+                    );
+                    let id = id.clone();
+                    let admitted = self
+                        .commit_write(
+                            move |conn| rule_admits(conn, &store.schema(), &c2, &id, &row, &rule),
+                            None,
+                        )
+                        .await?;
+                    if !admitted {
+                        return Err(RecordError::Refused(MSG_CREATE_FAILED));
+                    }
+                }
+                return Err(invalid);
+            }
+        };
         draft::hash_passwords(c, &mut draft).await?;
         let prepared = Prepared {
             collection: Arc::clone(c),
             action: Action::Create,
-            id: draft.values[id_idx].as_str().unwrap_or("").to_owned(),
+            id,
             row: draft::to_row(c, &draft, None),
             checks,
             rule,
             in_tx: self.in_tx(slots),
         };
-        let notify = self.commit_notice(slots, c, Action::Create, None);
+        let notify = self.commit_notice(c, Action::Create, None);
         self.save(prepared, notify).await
     }
 
@@ -326,9 +493,7 @@ impl<'a> Writer<'a> {
             &with_body,
         )?;
         let existing = self
-            .records
-            .store
-            .read(|conn| store_records::get(conn, c, &id, rule.as_ref()))
+            .find(c, &id, rule.as_ref())
             .await?
             .ok_or(RecordError::NotFound)?;
 
@@ -336,6 +501,7 @@ impl<'a> Writer<'a> {
         let reg = self.records.plugins.registry();
         let slots = reg.hooks(&c.id);
         let previous = slots.map(|_| PluginRecord::from_stored(c, &existing));
+        let wanted = self.records.feed.wants(c).then(|| existing.clone());
         if let Some(s) = slots
             && !s.before_update.is_empty()
         {
@@ -396,9 +562,7 @@ impl<'a> Writer<'a> {
                 c.fields[i].kind == crate::schema::FieldType::Password && !changed.contains(&i)
             })
             .collect();
-        let checks = draft::validate(&self.records.store, c, &draft, &skip)
-            .await
-            .map_err(|e| RecordError::invalid(MSG_UPDATE_FAILED, e))?;
+        let checks = self.validate(c, &draft, &skip, MSG_UPDATE_FAILED).await?;
         draft::hash_passwords(c, &mut draft).await?;
         changed.sort_unstable();
         changed.dedup();
@@ -412,7 +576,7 @@ impl<'a> Writer<'a> {
             rule: None,
             in_tx: self.in_tx(slots),
         };
-        let notify = self.commit_notice(slots, c, Action::Update, previous);
+        let notify = self.commit_notice(c, Action::Update, wanted);
         self.save(prepared, notify).await
     }
 
@@ -427,9 +591,7 @@ impl<'a> Writer<'a> {
         let mut pre = None;
         if let Some(s) = slots {
             let current = self
-                .records
-                .store
-                .read(|conn| store_records::get(conn, c, &id, rule.as_ref()))
+                .find(c, &id, rule.as_ref())
                 .await?
                 .ok_or(RecordError::NotFound)?;
             let rec = PluginRecord::from_stored(c, &current);
@@ -445,24 +607,28 @@ impl<'a> Writer<'a> {
         }
         let c2 = Arc::clone(c);
         let in_tx = self.in_tx(slots);
-        let notify = self.commit_notice(slots, c, Action::Delete, None);
+        let keep_trail = notice_wanted(&self.records.feed, c);
+        let notify = self.commit_notice(c, Action::Delete, None);
         let outcome = self
-            .records
-            .store
-            .write_then(
+            .commit_write(
                 move |conn| {
                     conn.savepoint(|tx| {
                         let Some(current) = store_records::get(tx, &c2, &id, rule.as_ref())? else {
                             return Ok(Keep::Rollback(WriteOutcome::RuleFailed));
                         };
-                        store_records::delete(tx, &schema, &c2, &id, 0)?;
-                        let rec = pre.unwrap_or_else(|| PluginRecord::from_stored(&c2, &current));
-                        if let Some(hooks) = in_tx
-                            && let Some(stop) = hooks.run(Action::Delete, &rec, tx)
-                        {
-                            return Ok(Keep::Rollback(stop));
+                        let mut trail = keep_trail.then(Vec::new);
+                        store_records::delete(tx, &schema, &c2, &id, 0, trail.as_mut())?;
+                        if let Some(hooks) = in_tx {
+                            let rec =
+                                pre.unwrap_or_else(|| PluginRecord::from_stored(&c2, &current));
+                            if let Some(stop) = hooks.run(Action::Delete, &rec, tx) {
+                                return Ok(Keep::Rollback(stop));
+                            }
                         }
-                        Ok(Keep::Commit(WriteOutcome::Deleted(rec)))
+                        Ok(Keep::Commit(WriteOutcome::Deleted(
+                            current,
+                            trail.unwrap_or_default(),
+                        )))
                     })
                 },
                 notify,
@@ -473,7 +639,7 @@ impl<'a> Writer<'a> {
                 other => RecordError::Store(other),
             })?;
         match outcome {
-            WriteOutcome::Deleted(_) => Ok(()),
+            WriteOutcome::Deleted(..) => Ok(()),
             other => Err(refused(other, MSG_DELETE_FAILED)),
         }
     }

@@ -1,10 +1,12 @@
 //! route-clash: a test fixture, not an example. It declares `GET /api/collections/posts/records`,
-//! which would shadow a native route, so the host must refuse to load it.
+//! which would shadow a native route, so the host must refuse to load it. It depends on the
+//! SDK under the key `sdk` (not `ferrobase_plugin`): its manifest reaching the host shows that
+//! `export!` works under any dependency key.
 //!
 //! Load it by putting `route_clash.wasm` (built into `plugins/target/wasm32-wasip2/release/`)
 //! in the server's plugins folder (`[plugins] dir` in pb.toml).
 
-use ferrobase_plugin::prelude::*;
+use sdk::prelude::*;
 
 struct RouteClash;
 
@@ -18,4 +20,4 @@ impl Plugin for RouteClash {
     }
 }
 
-ferrobase_plugin::export!(RouteClash);
+sdk::export!(RouteClash);

@@ -2,6 +2,10 @@
 //! wasm32-wasip2, the JS one with componentize-js), dropped into a real server's plugins
 //! folder, and every behaviour is checked through HTTP.
 
+mod escape;
+mod live_config;
+mod starter;
+
 use crate::common::{Server, enc, err};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -107,16 +111,33 @@ fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     }
 }
 
+/// The names of the plugins `/api/plugins` reports as loaded.
+fn loaded(report: &Value) -> Vec<String> {
+    let mut got: Vec<String> = report["plugins"]
+        .as_array()
+        .map(|a| a.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .filter(|p| p["state"] == "loaded")
+        .filter_map(|p| p["name"].as_str().map(str::to_owned))
+        .collect();
+    got.sort();
+    got
+}
+
+/// The one entry `/api/plugins` has for the plugin file `file`.
+fn entry<'a>(report: &'a Value, file: &str) -> &'a Value {
+    report["plugins"]
+        .as_array()
+        .and_then(|a| a.iter().find(|p| p["file"] == file))
+        .unwrap_or_else(|| panic!("no entry for {file} in {report}"))
+}
+
 /// Wait until `/api/plugins` lists exactly `names` as loaded.
 fn wait_loaded(s: &Server, su: &str, names: &[&str]) -> Value {
     eventually(&format!("plugins {names:?} loaded"), || {
         let r = s.req("GET", "/api/plugins", Some(su), None);
-        let mut got: Vec<String> = r.json["plugins"]
-            .as_array()?
-            .iter()
-            .filter_map(|p| p["name"].as_str().map(str::to_owned))
-            .collect();
-        got.sort();
+        let got = loaded(&r.json);
         let mut want: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
         want.sort();
         (got == want).then_some(r.json)
@@ -157,7 +178,13 @@ fn record_hooks_patch_reject_and_run_in_the_transaction_and_after_commit() {
     posts_schema(&s, &su, json!(""));
     // The plugins hook `posts`, which did not exist at start: the schema change admits them.
     let report = wait_loaded(&s, &su, &["audit", "js-hello", "slugger"]);
-    assert_eq!(report["errors"], json!([]), "{report}");
+    for p in report["plugins"].as_array().unwrap() {
+        assert_eq!(
+            (&p["state"], &p["error"]),
+            (&json!("loaded"), &Value::Null),
+            "{report}"
+        );
+    }
 
     let posts = "/api/collections/posts/records";
     // before-create patches: the Rust slugger fills the slug, the JS plugin the note.
@@ -304,11 +331,15 @@ fn routes_read_under_the_callers_rules_and_never_shadow_native_ones() {
     let su = s.su_token();
     posts_schema(&s, &su, json!("owner = @request.auth.id"));
     let report = wait_loaded(&s, &su, &["js-hello", "posts-api"]);
-    let errors = report["errors"].as_array().unwrap();
-    assert_eq!(errors.len(), 1, "{report}");
-    assert_eq!(errors[0]["file"], "route_clash.wasm");
+    // One state per plugin: the clash is parked with its reason, the others loaded.
+    assert_eq!(report["plugins"].as_array().unwrap().len(), 3, "{report}");
+    let clash = entry(&report, "route_clash.wasm");
+    assert_eq!(clash["state"], "parked", "{report}");
+    // It depends on the SDK under another key; its export still described it.
+    assert_eq!(clash["name"], "route-clash", "{report}");
+    assert_eq!(clash["routes"][0]["path"], "/api/collections/posts/records");
     assert!(
-        errors[0]["error"]
+        clash["error"]
             .as_str()
             .unwrap()
             .contains("would shadow the built-in /api/collections routes"),
@@ -512,8 +543,10 @@ hook_timeout_ms = 100
     posts_schema(&s, &su, json!(""));
     // fetcher wants "http", which this pb.toml does not grant: refused with the reason.
     let report = wait_loaded(&s, &su, &["misbehave"]);
+    let fetcher = entry(&report, "fetcher.wasm");
+    assert_eq!(fetcher["state"], "refused", "{report}");
     assert!(
-        report["errors"][0]["error"]
+        fetcher["error"]
             .as_str()
             .unwrap()
             .contains("wants \"http\", which pb.toml does not grant"),
@@ -550,7 +583,8 @@ hook_timeout_ms = 100
     // A memory bomb stops at its cap; a panic and a trap are contained.
     let before = rss_kib(s.pid());
     let last_error = || {
-        s.req("GET", "/api/plugins", Some(&su), None).json["plugins"][0]["lastError"]
+        let r = s.req("GET", "/api/plugins", Some(&su), None).json;
+        entry(&r, "misbehave.wasm")["lastError"]
             .as_str()
             .unwrap_or("")
             .to_owned()
@@ -572,7 +606,7 @@ hook_timeout_ms = 100
     }
     let after = rss_kib(s.pid());
     let report = s.req("GET", "/api/plugins", Some(&su), None).json;
-    let p = &report["plugins"][0];
+    let p = entry(&report, "misbehave.wasm");
     assert!(p["failures"].as_u64().unwrap() >= 5, "{report}");
     assert!(
         after < before + 64 * 1024,
@@ -689,32 +723,41 @@ fn bad_files_are_refused_with_a_reason_and_the_server_keeps_serving() {
     let su = s.su_token();
     posts_schema(&s, &su, json!(""));
     let report = wait_loaded(&s, &su, &["slugger"]);
-    let errors: Vec<(String, String)> = eventually("every refusal reported", || {
+    let errors: Vec<(String, String, String)> = eventually("every refusal reported", || {
         let r = s.req("GET", "/api/plugins", Some(&su), None).json;
-        let e: Vec<(String, String)> = r["errors"]
+        let e: Vec<(String, String, String)> = r["plugins"]
             .as_array()?
             .iter()
+            .filter(|e| e["state"] != "loaded")
             .map(|e| {
                 (
                     e["file"].as_str().unwrap().to_owned(),
-                    e["error"].as_str().unwrap().to_owned(),
+                    e["state"].as_str().unwrap().to_owned(),
+                    e["error"].as_str().unwrap_or("").to_owned(),
                 )
             })
             .collect();
         (e.len() == 5).then_some(e)
     });
-    let find = |f: &str| {
-        errors
+    let find = |f: &str, state: &str| {
+        let (_, st, e) = errors
             .iter()
-            .find(|(n, _)| n == f)
-            .map(|(_, e)| e.clone())
-            .unwrap_or_else(|| panic!("{f} in {errors:?} ({report})"))
+            .find(|(n, _, _)| n == f)
+            .unwrap_or_else(|| panic!("{f} in {errors:?} ({report})"));
+        assert_eq!(st, state, "{f}: {errors:?}");
+        e.clone()
     };
-    assert!(find("junk.wasm").contains("not a wasm component"));
-    assert!(find("core.wasm").contains("a core wasm module, not a component"));
-    assert!(find("old_abi.wasm").contains("not a ferrobase:plugin@0.1.0 component"));
-    assert!(find("bad_manifest.wasm").contains("hooks unknown collection \"no_such_collection\""));
-    assert!(find("cleanup.wasm").contains("wants \"db:write\", which pb.toml does not grant"));
+    assert!(find("junk.wasm", "refused").contains("not a wasm component"));
+    assert!(find("core.wasm", "refused").contains("a core wasm module, not a component"));
+    assert!(find("old_abi.wasm", "refused").contains("not a ferrobase:plugin@0.1.x component"));
+    assert!(
+        find("bad_manifest.wasm", "parked")
+            .contains("hooks unknown collection \"no_such_collection\"")
+    );
+    assert!(
+        find("cleanup.wasm", "refused")
+            .contains("wants \"db:write\", which pb.toml does not grant")
+    );
     // The one good plugin works.
     let r = s.req(
         "POST",
@@ -821,9 +864,12 @@ fn hot_reload_swaps_versions_under_load_without_failing_a_request() {
     std::fs::rename(target.with_extension("tmp"), &target).unwrap();
     let report = eventually("the broken file reported", || {
         let r = s.req("GET", "/api/plugins", Some(&su), None).json;
-        (r["errors"].as_array()?.len() == 1).then_some(r)
+        (r["plugins"][0]["error"].is_string()).then_some(r)
     });
+    // Still one state: loaded (the previous version), with the new file's error beside it.
+    assert_eq!(report["plugins"].as_array().unwrap().len(), 1, "{report}");
     assert_eq!(report["plugins"][0]["name"], "slugger", "{report}");
+    assert_eq!(report["plugins"][0]["state"], "loaded", "{report}");
     std::thread::sleep(Duration::from_millis(300));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let rss_end = rss_kib(s.pid());
@@ -899,4 +945,103 @@ route_timeout_ms = 400
     );
     // Native routes never wait for plugins.
     assert_eq!(s.req("GET", "/api/health", None, None).status, 200);
+}
+
+#[test]
+fn a_batch_runs_every_hook_in_its_one_transaction_and_announces_after_its_commit() {
+    let Some(s) = server_with(&["slugger", "audit"], GRANTS) else {
+        return;
+    };
+    let su = s.su_token();
+    posts_schema(&s, &su, json!(""));
+    wait_loaded(&s, &su, &["audit", "slugger"]);
+    let r = s.req(
+        "PATCH",
+        "/api/settings",
+        Some(&su),
+        Some(&json!({"batch": {"enabled": true, "maxRequests": 60}})),
+    );
+    assert_eq!(r.status, 200, "{}", r.json);
+    let posts = "/api/collections/posts/records";
+    let id = |i: usize| format!("post{i:011}");
+    // 40 creates, then 5 updates and 5 deletes of records created earlier in the same batch.
+    let mut requests: Vec<Value> = (0..40)
+        .map(|i| json!({"method": "POST", "url": posts, "body": {"id": id(i), "title": format!("Batch Post {i}")}}))
+        .collect();
+    requests.extend((0..5).map(|i| {
+        json!({"method": "PATCH", "url": format!("{posts}/{}", id(i)), "body": {"title": format!("Edited {i}")}})
+    }));
+    requests
+        .extend((35..40).map(|i| json!({"method": "DELETE", "url": format!("{posts}/{}", id(i))})));
+
+    // An in-transaction refusal anywhere rolls the whole batch back: no post, no audit row, no
+    // after-commit event.
+    let mut refused = requests.clone();
+    refused[30]["body"]["title"] = json!("forbidden-in-tx");
+    let r = s.req(
+        "POST",
+        "/api/batch",
+        None,
+        Some(&json!({"requests": refused})),
+    );
+    assert_eq!(r.status, 400, "{}", r.json);
+    assert_eq!(
+        r.json["data"]["requests"]["30"]["response"],
+        rejection(
+            "title",
+            "validation_audit",
+            "Refused inside the transaction.",
+            "Failed to create record."
+        )
+    );
+    // A before-hook refusal too.
+    let mut rejected = requests.clone();
+    rejected[20]["body"]["title"] = json!("!!!");
+    let r = s.req(
+        "POST",
+        "/api/batch",
+        None,
+        Some(&json!({"requests": rejected})),
+    );
+    assert_eq!(r.status, 400, "{}", r.json);
+    assert_eq!(
+        r.json["data"]["requests"]["20"]["response"]["data"]["title"]["code"],
+        "validation_slug_empty"
+    );
+    assert_eq!(count(&s, &su, "posts", ""), 0);
+    assert_eq!(count(&s, &su, "audit_log", ""), 0);
+
+    let r = s.req(
+        "POST",
+        "/api/batch",
+        None,
+        Some(&json!({"requests": requests})),
+    );
+    assert_eq!(r.status, 200, "{}", r.json);
+    let out = r.json.as_array().unwrap();
+    assert_eq!(out.len(), 50);
+    // Before-hooks patched each create and update as a single request would have been.
+    assert_eq!(out[7]["body"]["slug"], "batch-post-7");
+    assert_eq!(out[40]["body"]["title"], "Edited 0");
+    assert_eq!(out[49], json!({"body": null, "status": 204}));
+    assert_eq!(count(&s, &su, "posts", ""), 35);
+    // In-transaction hooks wrote one audit row per write, committed with them.
+    assert_eq!(count(&s, &su, "audit_log", ""), 50);
+    // After-commit events: one per write, once, in the batch's order.
+    let stats = eventually("the batch's after-commit events", || {
+        let r = s.req("GET", "/api/audit/stats", None, None);
+        (r.json["commits"] == 50).then_some(r.json)
+    });
+    let titles: Vec<String> = (0..40)
+        .map(|i| format!("Batch Post {i}"))
+        .chain((0..5).map(|i| format!("Edited {i}")))
+        .chain((35..40).map(|i| format!("Batch Post {i}")))
+        .collect();
+    assert_eq!(stats["titles"], titles.join(","), "{stats}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        s.req("GET", "/api/audit/stats", None, None).json["commits"],
+        50,
+        "the refused batches never reached after-commit"
+    );
 }
