@@ -13,6 +13,7 @@ use crate::common::{Server, enc};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::time::Duration;
 
 /// Everything `escape` may ask for, and two grants it does not ask for (never held).
 const ALL_GRANTS: &str = r#"["db:read", "db:write", "kv", "http", "clock", "db:hidden:posts.secret_note", "db:hidden:users.tokenKey", "db:hidden:posts.private_note"]"#;
@@ -889,4 +890,83 @@ fn the_documented_client_bodies_are_the_servers_own_words() {
         bodies += 1;
     }
     assert!(bodies >= 9, "{bodies} bodies");
+}
+
+#[test]
+fn a_plugin_routes_writes_reach_realtime_subscribers_after_their_commit() {
+    let Some((s, _su)) = escape_server() else {
+        return;
+    };
+    let sse = crate::realtime::Sse::open(&s.addr);
+    assert_eq!(
+        crate::realtime::subscribe(&s, &sse, None, &["posts/*".to_owned()]),
+        204
+    );
+    let (st, b) = attempt(
+        &s,
+        "escape",
+        "db.create-record",
+        &[
+            ("collection", "posts"),
+            ("field", "title"),
+            ("value", "from-route"),
+        ],
+    );
+    assert!(st == 200 && b["ok"] == true, "{b}");
+    let id = b["out"]
+        .as_str()
+        .and_then(|r| r.strip_prefix("posts/"))
+        .and_then(|r| r.split(':').next())
+        .unwrap_or_else(|| panic!("a created record: {b}"))
+        .to_owned();
+    let (st, b) = attempt(
+        &s,
+        "escape",
+        "db.update-record",
+        &[
+            ("collection", "posts"),
+            ("id", &id),
+            ("field", "title"),
+            ("value", "renamed"),
+        ],
+    );
+    assert!(st == 200 && b["ok"] == true, "{b}");
+    // A write the records path refuses (a hook-free validation error) is never announced.
+    let (st, b) = attempt(
+        &s,
+        "escape",
+        "db.update-record",
+        &[
+            ("collection", "posts"),
+            ("id", &id),
+            ("field", "owner"),
+            ("value", "nobody123456789"),
+        ],
+    );
+    assert!(st == 200 && b["ok"] == false, "{b}");
+    let (st, b) = attempt(
+        &s,
+        "escape",
+        "db.delete-record",
+        &[("collection", "posts"), ("id", &id)],
+    );
+    assert!(st == 200 && b["ok"] == true, "{b}");
+    let heard: Vec<String> = sse
+        .drain(Duration::from_millis(500))
+        .iter()
+        .map(|(topic, e)| {
+            assert_eq!(e["record"]["id"], id.as_str(), "{e}");
+            // A guest subscriber never sees a hidden field, whoever wrote the record.
+            assert!(e["record"].get("secret_note").is_none(), "{e}");
+            format!("{topic} {} {}", e["action"], e["record"]["title"])
+        })
+        .collect();
+    assert_eq!(
+        heard,
+        [
+            "posts/* \"create\" \"from-route\"",
+            "posts/* \"update\" \"renamed\"",
+            "posts/* \"delete\" \"renamed\"",
+        ]
+    );
 }

@@ -472,6 +472,12 @@ fn cron_jobs_are_listed_and_run_on_demand_through_the_crons_api() {
         json!([{"id": "cleanup_drafts", "expression": "0 3 * * *"}])
     );
     assert_eq!(s.req("GET", "/api/crons", None, None).status, 401);
+    // A subscriber hears the job's deletes as it hears REST writes.
+    let sse = crate::realtime::Sse::open(&s.addr);
+    assert_eq!(
+        crate::realtime::subscribe(&s, &sse, None, &["posts/*".to_owned()]),
+        204
+    );
     assert_eq!(
         s.req("POST", "/api/crons/nope", Some(&su), None).json,
         err(404, "Missing or invalid cron job.")
@@ -513,6 +519,23 @@ fn cron_jobs_are_listed_and_run_on_demand_through_the_crons_api() {
         (r.json["commits"] == 7).then_some(r.json)
     });
     assert_eq!(audit["titles"], "a,b,c,d,a,b,d", "{audit}");
+    let heard: Vec<String> = sse
+        .drain(Duration::from_millis(500))
+        .iter()
+        .map(|(topic, e)| format!("{topic} {} {}", e["action"], e["record"]["title"]))
+        .collect();
+    assert_eq!(
+        heard,
+        [
+            "posts/* \"create\" \"a\"",
+            "posts/* \"create\" \"b\"",
+            "posts/* \"create\" \"c\"",
+            "posts/* \"create\" \"d\"",
+            "posts/* \"delete\" \"a\"",
+            "posts/* \"delete\" \"b\"",
+            "posts/* \"delete\" \"d\"",
+        ]
+    );
 }
 
 fn rss_kib(pid: u32) -> u64 {
