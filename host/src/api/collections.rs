@@ -293,9 +293,22 @@ pub(crate) async fn delete(
             "Failed to delete collection probably due to existing reference in {other}."
         )));
     }
+    let rest = Schema::new(
+        state
+            .store
+            .schema()
+            .collections
+            .iter()
+            .filter(|o| o.id != c.id)
+            .map(|o| (**o).clone())
+            .collect(),
+    );
     state
         .store
-        .write_schema(move |tx| ddl::delete_collection(tx, &c))
+        .write_schema(move |tx| {
+            ddl::delete_collection(tx, &c)?;
+            ddl::check_views(tx, &rest)
+        })
         .await
         .map_err(|e| match e {
             StoreError::ViewDependency(why) => {
@@ -543,7 +556,13 @@ pub(crate) async fn import(
         .map_err(|e| match e {
             StoreError::Invalid(w) => fail(w),
             StoreError::ViewQuery { why, .. } => fail(why),
-            StoreError::IndexesRefused(r) => fail(Value::Object(indexes_refused(r)).to_string()),
+            // PocketBase answers a refused index with the index errors themselves, not
+            // quoted under `collections` as its other import failures are.
+            StoreError::IndexesRefused(r) => ApiError::with_data(
+                StatusCode::BAD_REQUEST,
+                "Failed to import collections.",
+                indexes_refused(r),
+            ),
             StoreError::ViewDependency(w) => fail(w),
             StoreError::Sqlite(s) => fail(s.to_string()),
             other => other.into(),

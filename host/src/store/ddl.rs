@@ -277,27 +277,26 @@ fn convert_multi_changes(conn: &Connection, old: &Collection, new: &Collection) 
     Ok(())
 }
 
+/// Drop a collection's row and its table or view. Nothing else is checked: an import deletes
+/// collections that may depend on each other (PocketBase skips its integrity checks there);
+/// the API's delete follows with `check_views`.
 pub(crate) fn delete_collection(conn: Conn<'_>, c: &Collection) -> Result<()> {
     let conn = conn.0;
     conn.execute("DELETE FROM _collections WHERE id = ?1", [&c.id])?;
     let kind = if c.is_view() { "VIEW" } else { "TABLE" };
     conn.execute_batch(&format!("DROP {kind} IF EXISTS {}", q(&c.name)))?;
-    if !c.is_view() {
-        // A view still reading the table would break: PocketBase refuses the delete.
-        let views: Vec<String> = {
-            let mut stmt = conn.prepare(
-                "SELECT name FROM sqlite_master WHERE type = 'view' AND sql IS NOT NULL",
-            )?;
-            stmt.query_map([], |r| r.get(0))?
-                .collect::<rusqlite::Result<_>>()?
-        };
-        for v in views {
-            if let Err(e) = conn.prepare(&format!("SELECT * FROM {} LIMIT 0", q(&v))) {
-                return Err(StoreError::ViewDependency(format!(
-                    "[{v}] {}",
-                    sqlite_text(&e)
-                )));
-            }
+    Ok(())
+}
+
+/// PocketBase's check after a delete: the query of every view collection left in `schema` is
+/// tried again as its dry run, and one that no longer works refuses the delete. It is the
+/// collection's own query that is tried, not SQLite's copy of the view (SQLite rewrites that
+/// one when a column it reads is renamed), so a view left broken by an earlier rename blocks
+/// every delete but its own.
+pub(crate) fn check_views(conn: Conn<'_>, schema: &Schema) -> Result<()> {
+    for v in schema.collections.iter().filter(|c| c.is_view()) {
+        if let Some(why) = probe_view(conn, schema, v.view_query())?.error {
+            return Err(StoreError::ViewDependency(format!("[{}] {why}", v.name)));
         }
     }
     Ok(())

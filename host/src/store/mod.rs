@@ -110,7 +110,7 @@ pub(crate) enum StoreError {
     /// reason, as PocketBase words it.
     #[error("indexes refused: {0:?}")]
     IndexesRefused(Vec<(usize, String)>),
-    /// Deleting the table would break a view that reads it (the view and SQLite's reason).
+    /// After a delete, a view collection's query no longer works (the view and the reason).
     #[error("a view depends on the table: {0}")]
     ViewDependency(String),
     /// Plugin SQL that its policy refuses.

@@ -496,14 +496,12 @@ impl Gen {
                     m.insert("protected".into(), json!(true));
                 }
             }
-            "json" => {
-                if r.pct(40) {
-                    m.insert(
-                        "maxSize".into(),
-                        r.pick(&[json!(0), json!(10), json!(100), json!(-5)])
-                            .clone(),
-                    );
-                }
+            "json" if r.pct(40) => {
+                m.insert(
+                    "maxSize".into(),
+                    r.pick(&[json!(0), json!(10), json!(100), json!(-5)])
+                        .clone(),
+                );
             }
             "password" => {
                 if r.pct(40) {

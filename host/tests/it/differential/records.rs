@@ -563,7 +563,7 @@ fn record_writes_match_pocketbase() {
         fields.push((c, a.body["fields"].as_array().cloned().unwrap_or_default()));
     }
     let mut g = Gen {
-        r: Rng::new(seed_n ^ 0x0ec0_0d5),
+        r: Rng::new(seed_n ^ 0x00ec_00d5),
         used: HashSet::new(),
         records: Vec::new(),
         fields,
