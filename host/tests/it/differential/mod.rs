@@ -616,6 +616,14 @@ pub fn sample_value(r: &mut Rng, field: &Value, rel_ids: &[String]) -> Value {
                 json!("a b@c.de"),
                 json!("a@b..co"),
                 json!("\"q\"@example.com"),
+                // Quoted local parts as Go compiles govalidator's pattern (one character per
+                // quote), and a last domain part with a digit.
+                json!("\"qq\"@example.com"),
+                json!("\"a\"b\"@example.com"),
+                json!("\"(a\"@example.com"),
+                json!("\"@example.com"),
+                json!("\"\"@example.com"),
+                json!("x@a.b.1c"),
                 json!("ü@example.com"),
                 json!(""),
                 json!(format!("{}@example.com", "x".repeat(300))),
