@@ -155,6 +155,14 @@ pub(crate) async fn parse(
     if ct.starts_with("application/x-www-form-urlencoded") {
         let mut data = Map::new();
         for (k, v) in url_pairs(&String::from_utf8_lossy(&bytes)) {
+            if k == "@jsonPayload" {
+                // As in a multipart body: a JSON object merged in, anything else refused.
+                match parse_json_body(v.as_bytes()) {
+                    Ok(Value::Object(m)) => data.extend(m),
+                    _ => return Err(BindError::Malformed),
+                }
+                continue;
+            }
             push(&mut data, k, infer(&v));
         }
         return Ok(Parsed {
@@ -200,7 +208,7 @@ fn percent_decode(s: &str) -> String {
         }
         i += 1;
     }
-    String::from_utf8_lossy(&out).into_owned()
+    lossy_utf8(&out)
 }
 
 async fn parse_multipart(ct: &str, bytes: bytes::Bytes) -> Result<Parsed, BindError> {
@@ -221,7 +229,8 @@ async fn parse_multipart(ct: &str, bytes: bytes::Bytes) -> Result<Parsed, BindEr
             let _ = field.bytes().await.map_err(|_| BindError::Malformed)?;
             continue;
         }
-        let text = field.text().await.map_err(|_| BindError::Malformed)?;
+        let raw = field.bytes().await.map_err(|_| BindError::Malformed)?;
+        let text = lossy_utf8(&raw);
         if name == "@jsonPayload" {
             match parse_json_body(text.as_bytes()) {
                 Ok(Value::Object(m)) => {
@@ -236,6 +245,26 @@ async fn parse_multipart(ct: &str, bytes: bytes::Bytes) -> Result<Parsed, BindEr
         }
     }
     Ok(Parsed { data, has_files })
+}
+
+/// Text as Go reads bytes that are not all UTF-8: each byte of an invalid sequence becomes one
+/// U+FFFD (no charset sniffing: a leading FF FE is not UTF-16 here).
+fn lossy_utf8(mut b: &[u8]) -> String {
+    let mut out = String::with_capacity(b.len());
+    loop {
+        match std::str::from_utf8(b) {
+            Ok(s) => {
+                out.push_str(s);
+                return out;
+            }
+            Err(e) => {
+                let (ok, rest) = b.split_at(e.valid_up_to());
+                out.push_str(std::str::from_utf8(ok).unwrap_or_default());
+                out.push('\u{fffd}');
+                b = rest.get(1..).unwrap_or_default();
+            }
+        }
+    }
 }
 
 fn futures_once(

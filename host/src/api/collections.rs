@@ -27,49 +27,46 @@ fn meta_collection() -> Collection {
 
 fn define_error(e: DefineError, message: &str) -> ApiError {
     match e {
+        DefineError::BadTypeData(why) => {
+            tracing::info!(why, "collection body refused");
+            ApiError::bad("Failed to load the collection type data due to invalid formatting.")
+        }
         DefineError::BadFormat(why) => {
             tracing::info!(why, "collection body refused");
             ApiError::bad("Failed to load the submitted data due to invalid formatting.")
         }
         DefineError::Invalid(data) => ApiError::with_data(StatusCode::BAD_REQUEST, message, data),
-        DefineError::Refused(why) => ApiError::bad(format!("{message} {why}")),
     }
+}
+
+/// Indexes SQLite refused, as PocketBase reports them (`indexes.<i>`).
+fn indexes_refused(refused: Vec<(usize, String)>) -> Map<String, Value> {
+    let mut list = Map::new();
+    for (i, why) in refused {
+        list.insert(
+            i.to_string(),
+            define::verr("validation_invalid_index_expression", &why),
+        );
+    }
+    let mut data = Map::new();
+    data.insert("indexes".into(), Value::Object(list));
+    data
 }
 
 fn store_error(e: StoreError, message: &str) -> ApiError {
     match e {
-        StoreError::ViewQuery { why, missing_id } => {
-            tracing::info!(why, "view query refused");
-            let mut data = Map::new();
-            data.insert(
-                "viewQuery".into(),
-                define::verr(
-                    "validation_invalid_view_query",
-                    &format!("Invalid query - {why}"),
-                ),
-            );
-            // Without a query that works there are no fields either, and PocketBase says so.
-            data.insert(
-                "fields".into(),
-                if missing_id {
-                    define::verr(
-                        "validation_missing_primary_key",
-                        "Missing or invalid \"id\" PK field.",
-                    )
-                } else {
-                    define::verr("validation_required", "Cannot be blank.")
-                },
-            );
-            ApiError::with_data(StatusCode::BAD_REQUEST, message, data)
+        StoreError::IndexesRefused(refused) => {
+            ApiError::with_data(StatusCode::BAD_REQUEST, message, indexes_refused(refused))
         }
-        StoreError::Invalid(why) => {
+        StoreError::ViewQuery { why, .. } | StoreError::Invalid(why) => {
             tracing::info!(why, "collection DDL refused");
-            let mut data = Map::new();
-            data.insert(
-                "indexes".into(),
-                define::verr("validation_invalid_collection", &why),
-            );
-            ApiError::with_data(StatusCode::BAD_REQUEST, message, data)
+            // PocketBase ends every message with a period.
+            let end = if why.ends_with(['.', '!', '?']) {
+                ""
+            } else {
+                "."
+            };
+            ApiError::bad(format!("{message} Raw error: \n{why}{end}"))
         }
         other => other.into(),
     }
@@ -153,7 +150,7 @@ async fn body_json(
     Ok(Value::Object(parsed.data))
 }
 
-/// View collections get their fields from the query; rules are checked by compiling them.
+/// View collections get their fields from the query.
 fn finish_definition(
     conn: crate::store::Conn<'_>,
     schema: &Schema,
@@ -165,33 +162,33 @@ fn finish_definition(
     Ok(c)
 }
 
-fn check_rules(schema: &Schema, c: &Collection, message: &str) -> Result<(), ApiError> {
+/// Check every rule of `built` against the schema as it will be once it is saved (rules may
+/// name the collection itself: self-relations, back-relations).
+fn check_rules(schema: &Schema, built: &mut define::Built, original: Option<&Collection>) {
+    let id = built.collection.id.clone();
+    let others = schema.collections.iter().map(|c| (**c).clone());
+    let future = match original {
+        // An update replaces the collection it updates.
+        Some(_) => Schema::new(
+            others
+                .filter(|c| c.id != id)
+                .chain(std::iter::once(built.collection.clone()))
+                .collect(),
+        ),
+        // A new one joins the others, which win where it clashes with one of them (it is
+        // refused for that anyway, and rules must still see the existing collections).
+        None => Schema::new(
+            std::iter::once(built.collection.clone())
+                .chain(others)
+                .collect(),
+        ),
+    };
     let req = RequestInfo::default();
-    let mut data = Map::new();
-    for (key, rule) in [
-        ("listRule", &c.rules.list),
-        ("viewRule", &c.rules.view),
-        ("createRule", &c.rules.create),
-        ("updateRule", &c.rules.update),
-        ("deleteRule", &c.rules.delete),
-    ] {
-        if let Some(r) = rule
-            && let Err(e) = query::compile_rule(schema, c, r, &req)
-        {
-            data.insert(
-                key.into(),
-                define::verr(
-                    "validation_invalid_rule",
-                    &format!("Invalid rule. Raw error: {e}."),
-                ),
-            );
-        }
-    }
-    if data.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::with_data(StatusCode::BAD_REQUEST, message, data))
-    }
+    built.check_rules(original, |c, rule| {
+        query::compile_rule(&future, c, rule, &req)
+            .err()
+            .map(|e| e.to_string())
+    });
 }
 
 pub(crate) async fn create(
@@ -243,32 +240,28 @@ async fn save(
         // PocketBase looks the collection up again by the body's id, and finds none.
         return Err(ApiError::not_found());
     }
-    let new = build(&input, old.as_deref(), &state.store.schema())
-        .map_err(|e| define_error(e, message))?;
-    let mut new = new;
-    if new.is_view() {
+    let schema = state.store.schema();
+    let mut built =
+        define::prepare(&input, old.as_deref(), &schema).map_err(|e| define_error(e, message))?;
+    if built.collection.is_view() {
         // A view's fields come from its query, and its rules are checked against them: infer
         // them first (inside a savepoint the writer rolls back).
-        let (schema, query) = (state.store.schema(), new.view_query().to_owned());
-        new.fields = state
-            .store
-            .write(move |conn| ddl::infer_view_fields(conn, &schema, &query))
-            .await
-            .map_err(|e| store_error(e, message))?;
+        let query = built.collection.view_query().to_owned();
+        if query.is_empty() {
+            // (`viewQuery` is already required.)
+            built.set_view_fields(Vec::new(), None, &schema);
+        } else {
+            let s = Arc::clone(&schema);
+            let probe = state
+                .store
+                .write(move |conn| ddl::probe_view(conn, &s, &query))
+                .await
+                .map_err(|e| store_error(e, message))?;
+            built.set_view_fields(probe.fields, probe.error, &schema);
+        }
     }
-    {
-        // Rules may name the collection itself (self-relations, back-relations): check them
-        // against the schema as it will be once this collection is saved.
-        let current = state.store.schema();
-        let mut all: Vec<Collection> = current
-            .collections
-            .iter()
-            .filter(|c| c.id != new.id)
-            .map(|c| (**c).clone())
-            .collect();
-        all.push(new.clone());
-        check_rules(&Schema::new(all), &new, message)?;
-    }
+    check_rules(&schema, &mut built, old.as_deref());
+    let new = built.into_result().map_err(|e| define_error(e, message))?;
     let store = Arc::clone(&state.store);
     let saved = state
         .store
@@ -300,10 +293,30 @@ pub(crate) async fn delete(
             "Failed to delete collection probably due to existing reference in {other}."
         )));
     }
+    let rest = Schema::new(
+        state
+            .store
+            .schema()
+            .collections
+            .iter()
+            .filter(|o| o.id != c.id)
+            .map(|o| (**o).clone())
+            .collect(),
+    );
     state
         .store
-        .write_schema(move |tx| ddl::delete_collection(tx, &c))
-        .await?;
+        .write_schema(move |tx| {
+            ddl::delete_collection(tx, &c)?;
+            ddl::check_views(tx, &rest)
+        })
+        .await
+        .map_err(|e| match e {
+            StoreError::ViewDependency(why) => {
+                tracing::info!(why, "collection delete refused");
+                ApiError::bad("Failed to delete collection.")
+            }
+            other => other.into(),
+        })?;
     state.plugins.schema_changed();
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -315,7 +328,9 @@ pub(crate) async fn truncate(
 ) -> ApiResult<Response> {
     let c = super::find_collection(&state, &key).ok_or_else(ApiError::not_found)?;
     if c.is_view() {
-        return Err(ApiError::bad("Failed to truncate collection."));
+        return Err(ApiError::bad(
+            "View collections cannot be truncated since they don't store their own records.",
+        ));
     }
     let schema = state.store.schema();
     state
@@ -359,6 +374,131 @@ pub(crate) async fn scaffolds(_su: Superuser) -> ApiResult<Response> {
     Ok(ok_json(&Value::Object(out)))
 }
 
+/// One import entry as PocketBase applies it to the collection it names (by id, else name):
+/// the entry over the existing definition, whose fields it does not list are kept (unless
+/// `delete_missing`, which keeps only the system ones; a listed field without an id but with
+/// an existing field's name and type is that existing field).
+fn import_entry(entry: &Value, existing: Option<&Collection>, delete_missing: bool) -> Value {
+    let (Some(old), Value::Object(m)) = (existing, entry) else {
+        return entry.clone();
+    };
+    let mut m = m.clone();
+    if delete_missing && m.get("fields").is_none_or(Value::is_null) {
+        m.insert("fields".into(), json!([]));
+    }
+    if let Some(Value::Array(fields)) = m.get_mut("fields") {
+        for f in &old.fields {
+            if !f.system && delete_missing {
+                continue;
+            }
+            if fields.iter().any(|g| g["id"] == f.id.as_str()) {
+                continue;
+            }
+            let same = fields.iter().position(|g| {
+                g["name"] == f.name.as_str()
+                    && g["type"] == f.kind.as_str()
+                    && g.get("id")
+                        .and_then(Value::as_str)
+                        .is_none_or(str::is_empty)
+            });
+            match same {
+                Some(i) => fields[i] = Value::Object(f.raw.clone()),
+                None => fields.push(Value::Object(f.raw.clone())),
+            }
+        }
+    }
+    Value::Object(m)
+}
+
+/// PocketBase's import, in one transaction: every collection saved first (tables before
+/// views), then each validated against the result (rules, view queries included); any failure
+/// undoes all of it.
+fn import_all(
+    tx: crate::store::Conn<'_>,
+    store: &crate::store::Store,
+    list: &[Value],
+    delete_missing: bool,
+) -> Result<(), StoreError> {
+    let invalid = |name: &str, id: &str, why: String| {
+        StoreError::Invalid(format!(
+            "Data validations failed for collection {name:?} ({id}):\n{why}"
+        ))
+    };
+    let start = store.schema();
+    let mut current: Vec<Collection> = start.collections.iter().map(|c| (**c).clone()).collect();
+    // (existing, entry) pairs, tables first.
+    let mut entries: Vec<(Option<Collection>, Value)> = Vec::new();
+    for entry in list {
+        let key = entry
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .or_else(|| entry.get("name").and_then(Value::as_str))
+            .unwrap_or("");
+        let existing = start.by_id_or_name(key).map(|c| (**c).clone());
+        let entry = import_entry(entry, existing.as_ref(), delete_missing);
+        entries.push((existing, entry));
+    }
+    let is_view = |(old, e): &(Option<Collection>, Value)| {
+        e.get("type").and_then(Value::as_str) == Some("view")
+            || (e.get("type").is_none() && old.as_ref().is_some_and(|o| o.is_view()))
+    };
+    entries.sort_by_key(|x| is_view(x));
+    if delete_missing {
+        for c in start.collections.iter().filter(|c| !c.system) {
+            let kept = entries.iter().any(|(old, e)| {
+                old.as_ref().is_some_and(|o| o.id == c.id) || e["id"] == c.id.as_str()
+            });
+            if !kept {
+                ddl::delete_collection(tx, c)?;
+                current.retain(|x| x.id != c.id);
+            }
+        }
+    }
+    // Save each (its validation comes once all are saved, so relations may point forward).
+    let mut saved: Vec<(Option<Collection>, Value, Collection)> = Vec::new();
+    for (old, entry) in entries {
+        let snapshot = Schema::new(current.clone());
+        let built = define::prepare(&entry, old.as_ref(), &snapshot).map_err(|e| match e {
+            DefineError::BadTypeData(w) | DefineError::BadFormat(w) => StoreError::Invalid(w),
+            DefineError::Invalid(d) => StoreError::Invalid(Value::Object(d).to_string()),
+        })?;
+        let mut c = built.collection;
+        if c.is_view() {
+            c.fields = ddl::probe_view(tx, &snapshot, c.view_query())?.fields;
+        }
+        let same_as_old = old.as_ref().filter(|o| o.id == c.id);
+        match same_as_old {
+            Some(o) => ddl::update_collection(tx, o, &c)?,
+            None => ddl::create_collection(tx, &c)?,
+        }
+        current.retain(|x| x.id != c.id);
+        current.push(c.clone());
+        saved.push((old, entry, c));
+    }
+    // Then validate each against what was saved.
+    let fin = Schema::new(current.clone());
+    for (old, entry, c) in &saved {
+        let others: Vec<Collection> = current.iter().filter(|x| x.id != c.id).cloned().collect();
+        let before = Schema::new(others);
+        let mut built = define::prepare(entry, old.as_ref(), &before)
+            .map_err(|e| invalid(&c.name, &c.id, format!("{e:?}")))?;
+        if built.collection.is_view() {
+            let probe = ddl::probe_view(tx, &fin, built.collection.view_query())?;
+            built.set_view_fields(probe.fields, probe.error, &fin);
+        }
+        check_rules(&fin, &mut built, Some(c));
+        if !built.errors.is_empty() {
+            return Err(invalid(
+                &c.name,
+                &c.id,
+                Value::Object(built.errors).to_string(),
+            ));
+        }
+    }
+    Ok(())
+}
+
 pub(crate) async fn import(
     State(state): State<Shared>,
     _su: Superuser,
@@ -388,7 +528,10 @@ pub(crate) async fn import(
             data,
         )
     };
-    let Some(Value::Array(list)) = input.get("collections") else {
+    let Some(Value::Array(list)) = input.get("collections").filter(|c| {
+        // An empty list is as missing as no list.
+        c.as_array().is_some_and(|a| !a.is_empty())
+    }) else {
         let mut data = Map::new();
         data.insert(
             "collections".into(),
@@ -408,88 +551,23 @@ pub(crate) async fn import(
     let store = Arc::clone(&state.store);
     state
         .store
-        .write_schema(move |tx| {
-            // Build against a schema that grows as the import proceeds, so relations between
-            // imported collections resolve in one pass (targets first is not required).
-            let mut current: Vec<Collection> = store
-                .schema()
-                .collections
-                .iter()
-                .map(|c| (**c).clone())
-                .collect();
-            // Placeholders for the imported ids that do not exist yet, so that relations to a
-            // collection later in the list resolve.
-            let stubs: Vec<Collection> = list
-                .iter()
-                .filter_map(|v| v.get("id").and_then(Value::as_str))
-                .filter(|id| !current.iter().any(|c| c.id == *id))
-                .filter_map(|id| {
-                    let mut stub = build(
-                        &json!({"name": format!("__stub_{id}")}),
-                        None,
-                        &Schema::default(),
-                    )
-                    .ok()?;
-                    stub.id = id.to_owned();
-                    Some(stub)
-                })
-                .collect();
-            let mut staged: Vec<(Option<Collection>, Collection)> = Vec::new();
-            for pass_input in &list {
-                let key_id = pass_input.get("id").and_then(Value::as_str).unwrap_or("");
-                let key_name = pass_input.get("name").and_then(Value::as_str).unwrap_or("");
-                let existing = current
-                    .iter()
-                    .find(|c| (!key_id.is_empty() && c.id == key_id) || c.name == key_name)
-                    .cloned();
-                let pending = stubs
-                    .iter()
-                    .filter(|st| !current.iter().any(|c| c.id == st.id));
-                let snapshot = Schema::new(current.iter().chain(pending).cloned().collect());
-                let built =
-                    build(pass_input, existing.as_ref(), &snapshot).map_err(|e| match e {
-                        DefineError::BadFormat(w) | DefineError::Refused(w) => {
-                            StoreError::Invalid(w)
-                        }
-                        DefineError::Invalid(d) => {
-                            StoreError::Invalid(Value::Object(d).to_string())
-                        }
-                    })?;
-                if let Some(pos) = current.iter().position(|c| c.id == built.id) {
-                    current[pos] = built.clone();
-                } else {
-                    current.push(built.clone());
-                }
-                staged.push((existing, built));
-            }
-            let snapshot = Schema::new(current.clone());
-            for (old, new) in staged.iter_mut() {
-                let done = finish_definition(tx, &snapshot, new.clone())?;
-                match old {
-                    Some(o) => ddl::update_collection(tx, o, &done)?,
-                    None => ddl::create_collection(tx, &done)?,
-                }
-            }
-            if delete_missing {
-                let keep: Vec<String> = staged.iter().map(|(_, n)| n.id.clone()).collect();
-                for c in store
-                    .schema()
-                    .collections
-                    .iter()
-                    .filter(|c| !c.system && !keep.contains(&c.id))
-                {
-                    ddl::delete_collection(tx, c)?;
-                }
-            }
-            Ok(())
-        })
+        .write_schema(move |tx| import_all(tx, &store, &list, delete_missing))
         .await
         .map_err(|e| match e {
             StoreError::Invalid(w) => fail(w),
             StoreError::ViewQuery { why, .. } => fail(why),
+            // PocketBase answers a refused index with the index errors themselves, not
+            // quoted under `collections` as its other import failures are.
+            StoreError::IndexesRefused(r) => ApiError::with_data(
+                StatusCode::BAD_REQUEST,
+                "Failed to import collections.",
+                indexes_refused(r),
+            ),
+            StoreError::ViewDependency(w) => fail(w),
             StoreError::Sqlite(s) => fail(s.to_string()),
             other => other.into(),
         })?;
+    state.plugins.schema_changed();
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -552,7 +630,12 @@ pub(crate) async fn dry_run_view(
         .await
         .map_err(|e| match e {
             StoreError::ViewQuery { why, .. } => {
-                ApiError::bad(format!("Invalid view query. Raw error: \n{why}"))
+                let stop = if why.ends_with(['.', '!', '?']) {
+                    ""
+                } else {
+                    "."
+                };
+                ApiError::bad(format!("Invalid view query. Raw error: \n{why}{stop}"))
             }
             other => other.into(),
         })

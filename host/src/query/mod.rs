@@ -325,7 +325,7 @@ impl<'a> Query<'a> {
 
     /// AND an API rule (a system expression: hidden fields and `@request.*` allowed).
     pub(crate) fn rule(&mut self, text: &str) -> Result<(), QueryError> {
-        let Some(expr) = parse::parse_filter(text)? else {
+        let Some(expr) = parse::parse_rule(text)? else {
             return Ok(());
         };
         let scope = self.scope(true);

@@ -617,7 +617,9 @@ fn as_pocketbase_scans(input: &str) -> std::borrow::Cow<'_, str> {
                     if depth > 0 {
                         break;
                     }
-                    i += 1; // the run's lookahead swallowed it
+                    // The run's lookahead swallowed it, and the run ended there.
+                    out.push(b' ');
+                    i += 1;
                 }
             }
             _ => {
@@ -633,14 +635,20 @@ fn as_pocketbase_scans(input: &str) -> std::borrow::Cow<'_, str> {
 /// Parses a filter or rule expression. Only the empty string means "no
 /// filter"; like PocketBase, whitespace- or comment-only input is an error.
 pub(crate) fn parse_filter(input: &str) -> Result<Option<Expr>, ParseError> {
-    if input.is_empty() {
-        return Ok(None);
-    }
     if input.len() > FILTER_MAX_LEN {
         return err(format!(
             "filter is too long ({} > {FILTER_MAX_LEN} bytes)",
             input.len()
         ));
+    }
+    parse_rule(input)
+}
+
+/// Parses an API rule: a filter without the client filter's length limit (PocketBase checks
+/// the length of request filters only; a rule is the superuser's own text).
+pub(crate) fn parse_rule(input: &str) -> Result<Option<Expr>, ParseError> {
+    if input.is_empty() {
+        return Ok(None);
     }
     let input = as_pocketbase_scans(input);
     let toks = tokenize(&input)?;

@@ -265,7 +265,7 @@ impl<'a> Query<'a> {
         if scope.nesting >= MAX_RULE_NESTING {
             return resolve_err("listRules nest too deeply");
         }
-        let Some(expr) = parse::parse_filter(&rule)? else {
+        let Some(expr) = parse::parse_rule(&rule)? else {
             return Ok(());
         };
         let inner = Scope {

@@ -131,7 +131,16 @@ impl FieldsFilter {
             None => Ok(None),
             Some(s) if s.trim().is_empty() => Ok(None),
             Some(s) => {
-                let sel = parse_fields(s).map_err(|_| ())?;
+                let mut sel = parse_fields(s).map_err(|_| ())?;
+                // A path named twice keeps its last selection (PocketBase keys them in a map).
+                let mut i = 0;
+                while i < sel.len() {
+                    if sel[i + 1..].iter().any(|later| later.path == sel[i].path) {
+                        sel.remove(i);
+                    } else {
+                        i += 1;
+                    }
+                }
                 if sel.is_empty() {
                     Ok(None)
                 } else {
@@ -201,27 +210,156 @@ fn excerpt_of(v: Value, excerpt: Option<(usize, bool)>) -> Value {
         return v;
     };
     let Value::String(s) = v else { return v };
-    // Strip tags, collapse whitespace, then cut at `max` characters.
-    let mut text = String::with_capacity(s.len());
-    let mut in_tag = false;
-    for ch in s.chars() {
-        match ch {
-            '<' => in_tag = true,
-            '>' if in_tag => {
-                in_tag = false;
-                text.push(' ');
-            }
-            c if !in_tag => text.push(c),
-            _ => {}
-        }
+    let text = html_text(&s).trim().to_owned();
+    if text.len() <= max || text.chars().count() <= max {
+        return json!(text);
     }
-    let collapsed = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    let count = collapsed.chars().count();
-    let mut cut: String = collapsed.chars().take(max).collect();
-    if count > max && ellipsis {
+    let mut cut: String = text.chars().take(max).collect::<String>().trim().to_owned();
+    if ellipsis {
         cut.push_str("...");
     }
     json!(cut)
+}
+
+/// Elements whose content is no text.
+const EXCLUDED_TAGS: &[&str] = &[
+    "head", "style", "script", "iframe", "embed", "applet", "object", "svg", "img", "picture",
+    "dialog", "template", "button", "form", "textarea", "input", "select", "option",
+];
+/// Elements that do not break the text (the others are blocks: a space around them).
+const INLINE_TAGS: &[&str] = &[
+    "a", "abbr", "acronym", "b", "bdo", "big", "br", "button", "cite", "code", "em", "i", "label",
+    "q", "small", "span", "strong", "strike", "sub", "sup", "time",
+];
+/// Elements without content.
+const VOID_TAGS: &[&str] = &[
+    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track",
+    "wbr",
+];
+
+/// The text of an HTML fragment as PocketBase's excerpt reads it: tags dropped (and the content
+/// of non-text elements), whitespace runs made one space, a space around block elements,
+/// character references decoded.
+fn html_text(s: &str) -> String {
+    let mut out = String::new();
+    let mut prev_space = true; // the document itself is a block
+    let mut skip: Option<String> = None;
+    let push_text = |out: &mut String, prev_space: &mut bool, raw: &str| {
+        let decoded = decode_entities(raw);
+        let mut t = String::with_capacity(decoded.len());
+        let mut in_ws = false;
+        for c in decoded.chars() {
+            // Go's `\s`: ASCII blanks only (a no-break space is text).
+            if matches!(c, '\t' | '\n' | '\x0c' | '\r' | ' ') {
+                if !in_ws {
+                    t.push(' ');
+                }
+                in_ws = true;
+            } else {
+                t.push(c);
+                in_ws = false;
+            }
+        }
+        let t = if *prev_space {
+            t.trim_start_matches(' ')
+        } else {
+            &t
+        };
+        if !t.is_empty() {
+            *prev_space = t.ends_with(' ');
+            out.push_str(t);
+        }
+    };
+    let mut rest = s;
+    while !rest.is_empty() {
+        let Some(lt) = rest.find('<') else {
+            if skip.is_none() {
+                push_text(&mut out, &mut prev_space, rest);
+            }
+            break;
+        };
+        if skip.is_none() {
+            push_text(&mut out, &mut prev_space, &rest[..lt]);
+        }
+        let after = &rest[lt + 1..];
+        let Some(gt) = after.find('>') else {
+            if skip.is_none() {
+                push_text(&mut out, &mut prev_space, &rest[lt..]);
+            }
+            break;
+        };
+        let tag = &after[..gt];
+        rest = &after[gt + 1..];
+        let closing = tag.starts_with('/');
+        let name: String = tag
+            .trim_start_matches('/')
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric())
+            .collect::<String>()
+            .to_ascii_lowercase();
+        if name.is_empty() {
+            continue;
+        }
+        if let Some(open) = &skip {
+            if closing && *open == name {
+                skip = None;
+            }
+            continue;
+        }
+        if EXCLUDED_TAGS.contains(&name.as_str()) {
+            if !closing && !VOID_TAGS.contains(&name.as_str()) && !tag.ends_with('/') {
+                skip = Some(name);
+            }
+            continue;
+        }
+        if !INLINE_TAGS.contains(&name.as_str()) && !prev_space {
+            out.push(' ');
+            prev_space = true;
+        }
+    }
+    out
+}
+
+fn decode_entities(s: &str) -> String {
+    if !s.contains('&') {
+        return s.to_owned();
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find('&') {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        let end = tail.find(';').filter(|&e| e <= 10);
+        let decoded = end.and_then(|e| {
+            let name = &tail[1..e];
+            let c = match name {
+                "amp" => Some('&'),
+                "lt" => Some('<'),
+                "gt" => Some('>'),
+                "quot" => Some('"'),
+                "apos" | "#39" => Some('\''),
+                "nbsp" => Some('\u{a0}'),
+                n if n.starts_with("#x") || n.starts_with("#X") => u32::from_str_radix(&n[2..], 16)
+                    .ok()
+                    .and_then(char::from_u32),
+                n if n.starts_with('#') => n[1..].parse().ok().and_then(char::from_u32),
+                _ => None,
+            }?;
+            Some((c, e + 1))
+        });
+        match decoded {
+            Some((c, len)) => {
+                out.push(c);
+                rest = &tail[len..];
+            }
+            None => {
+                out.push('&');
+                rest = &tail[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]

@@ -4,9 +4,12 @@
 //! `_collections.options`), normalized with every default filled in, so a definition written by
 //! PocketBase round-trips unchanged and what we write opens in PocketBase.
 
+pub(crate) mod date;
 pub(crate) mod define;
 pub(crate) mod ids;
+pub(crate) mod index;
 pub(crate) mod value;
+pub(crate) mod view;
 
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;

@@ -449,38 +449,9 @@ fn alnum(c: char) -> bool {
     c.is_ascii_alphanumeric() || wide(c)
 }
 
-/// An email address in the format PocketBase's validator accepts (measured against 0.40.6): a
-/// local part of dot-separated atoms, and a domain of at least two parts whose parts start and
-/// end with a letter or digit and whose last part starts and ends with a letter. Non-ASCII
-/// letters count as letters. (PocketBase also takes a one-character quoted local part such as
-/// `"q"@x.io` but no longer one; quoted local parts are refused here.)
-pub(crate) fn is_email(s: &str) -> bool {
-    let Some(at) = s.rfind('@') else {
-        return false;
-    };
-    let (local, domain) = (&s[..at], &s[at + 1..]);
-    let atom_char = |c: char| alnum(c) || "!#$%&'*+-/=?^_`{|}~".contains(c);
-    if local.is_empty()
-        || !local
-            .split('.')
-            .all(|a| !a.is_empty() && a.chars().all(atom_char))
-    {
-        return false;
-    }
-    let domain = domain.strip_suffix('.').unwrap_or(domain);
-    let Some((rest, tld)) = domain.rsplit_once('.') else {
-        return false;
-    };
-    let inner = |c: char| alnum(c) || "-._~".contains(c);
-    let part_ok = |p: &str, edge: fn(char) -> bool| {
-        let (Some(a), Some(z)) = (p.chars().next(), p.chars().last()) else {
-            return false;
-        };
-        edge(a) && edge(z) && p.chars().all(inner)
-    };
-    let letter = |c: char| c.is_ascii_alphabetic() || wide(c);
-    part_ok(rest, alnum) && part_ok(tld, letter)
-}
+/// Settings' addresses are checked by the validator of record email fields (PocketBase uses
+/// one for both).
+pub(crate) use crate::schema::value::is_email;
 
 /// A DNS name (labels of letters, digits, `_` and `-` up to 63 long, not starting with `-`) or
 /// an IP address.

@@ -3,10 +3,10 @@
 
 use super::Conn;
 use super::{Result, StoreError};
-use crate::schema::define::{self, field_from_json};
-use crate::schema::{Collection, Field, FieldType, Schema, ids};
+use crate::schema::define;
+use crate::schema::{Collection, Field, FieldType, Schema, ids, view};
 use rusqlite::{Connection, params};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// Quote an identifier for SQLite. Names are validated (`^\w+$`) before they get here; the
 /// doubling keeps even a hostile name inert.
@@ -70,28 +70,33 @@ fn table_sql(name: &str, fields: &[Field]) -> String {
     format!("CREATE TABLE {} ({})", q(name), defs.join(", "))
 }
 
-/// Index statements are superuser-provided SQL (PocketBase stores and runs them as given); we at
-/// least make sure each is one CREATE [UNIQUE] INDEX statement.
-fn check_index_sql(sql: &str) -> Result<()> {
-    let upper = sql.trim_start().to_ascii_uppercase();
-    let ok = (upper.starts_with("CREATE INDEX") || upper.starts_with("CREATE UNIQUE INDEX"))
-        && !sql.trim().trim_end_matches(';').contains(';');
-    if ok {
+/// Create the collection's indexes from their normalised form (only what PocketBase's parser
+/// read out of each definition runs, never the text as sent); every failure is reported.
+fn create_indexes(conn: &Connection, c: &Collection) -> Result<()> {
+    let mut refused = Vec::new();
+    for (i, raw) in c.indexes.iter().enumerate() {
+        let mut parsed = crate::schema::index::Index::parse(raw);
+        parsed.table_name.clone_from(&c.name);
+        if !parsed.is_valid() {
+            refused.push((i, "Invalid CREATE INDEX expression.".to_owned()));
+            continue;
+        }
+        if let Err(e) = conn.execute_batch(&parsed.build()) {
+            refused.push((
+                i,
+                format!(
+                    "Failed to create index {} - {}",
+                    parsed.index_name,
+                    sqlite_reason(&e)
+                ),
+            ));
+        }
+    }
+    if refused.is_empty() {
         Ok(())
     } else {
-        Err(StoreError::Invalid(format!(
-            "not a CREATE INDEX statement: {sql}"
-        )))
+        Err(StoreError::IndexesRefused(refused))
     }
-}
-
-fn create_indexes(conn: &Connection, c: &Collection) -> Result<()> {
-    for sql in &c.indexes {
-        check_index_sql(sql)?;
-        conn.execute_batch(sql)
-            .map_err(|e| StoreError::Invalid(format!("index {sql}: {e}")))?;
-    }
-    Ok(())
 }
 
 fn index_names(conn: &Connection, table: &str) -> Result<Vec<String>> {
@@ -109,15 +114,38 @@ fn index_names(conn: &Connection, table: &str) -> Result<Vec<String>> {
 pub(crate) fn create(conn: Conn<'_>, c: &Collection) -> Result<()> {
     let conn = conn.0;
     if c.is_view() {
-        conn.execute_batch(&format!(
-            "CREATE VIEW {} AS SELECT * FROM ({})",
-            q(&c.name),
-            c.view_query()
-        ))
-        .map_err(|e| view_refused(sqlite_reason(&e)))?;
+        // PocketBase drops any view of that name first (SQLite's own names refuse that).
+        conn.execute_batch(&format!("DROP VIEW IF EXISTS {}", q(&c.name)))
+            .map_err(|e| StoreError::Invalid(sqlite_text(&e)))?;
+        let query = view::normalize(c.view_query()).map_err(view_refused)?;
+        // The query runs as it will in the view; it may not read the view itself.
+        let temp = format!("_temp_{}", ids::lower_alnum(6));
+        let tried = conn
+            .execute(
+                &format!("CREATE VIEW {} AS SELECT * FROM ({query})", q(&temp)),
+                [],
+            )
+            .and_then(|_| {
+                conn.prepare(&format!("PRAGMA table_info({})", q(&temp)))
+                    .map(drop)
+            })
+            .and_then(|()| conn.execute_batch(&format!("DROP VIEW IF EXISTS {}", q(&temp))));
+        if let Err(e) = tried {
+            return Err(StoreError::Invalid(format!(
+                "failed to normalize view query id: {}",
+                sqlite_text(&e)
+            )));
+        }
+        // One statement, never a batch: the query is the superuser's text.
+        conn.execute(
+            &format!("CREATE VIEW {} AS SELECT * FROM ({query})", q(&c.name)),
+            [],
+        )
+        .map_err(|e| StoreError::Invalid(sqlite_text(&e)))?;
         return Ok(());
     }
-    conn.execute_batch(&table_sql(&c.name, &c.fields))?;
+    conn.execute_batch(&table_sql(&c.name, &c.fields))
+        .map_err(|e| StoreError::Invalid(sqlite_text(&e)))?;
     create_indexes(conn, c)
 }
 
@@ -127,9 +155,11 @@ pub(crate) fn create_collection(conn: Conn<'_>, c: &Collection) -> Result<()> {
     create(super::Conn(conn), c)
 }
 
-/// Move a table to a new definition. The table is rebuilt (new table, copy, swap): that one path
-/// handles added, removed, renamed and retyped columns alike, and keeps the data of every field
-/// whose id survives.
+/// Move a table to a new definition with PocketBase's steps, so SQLite keeps every view that
+/// reads the table in step (and refuses a change that would break one, in its own words): the
+/// indexes dropped, the table renamed, removed columns dropped, new columns added and renamed
+/// ones renamed (through temporary names), single <-> multi value columns converted (views
+/// dropped and restored around that), the indexes created again.
 pub(crate) fn update_collection(conn: Conn<'_>, old: &Collection, new: &Collection) -> Result<()> {
     let conn = conn.0;
     update_collection_row(conn, new)?;
@@ -137,73 +167,138 @@ pub(crate) fn update_collection(conn: Conn<'_>, old: &Collection, new: &Collecti
         conn.execute_batch(&format!("DROP VIEW IF EXISTS {}", q(&old.name)))?;
         return create(super::Conn(conn), new);
     }
-    let same_shape = old.name == new.name
-        && old.fields.len() == new.fields.len()
-        && old.fields.iter().all(|f| {
-            new.fields
-                .iter()
-                .any(|g| g.id == f.id && g.name == f.name && g.column_def() == f.column_def())
-        });
+    let refused = |what: String, e: rusqlite::Error| {
+        StoreError::Invalid(format!("{what} - {}", sqlite_text(&e)))
+    };
     for idx in index_names(conn, &old.name)? {
         conn.execute_batch(&format!("DROP INDEX IF EXISTS {}", q(&idx)))?;
     }
-    if !same_shape {
-        let tmp = format!("_ferrobase_new_{}", new.name);
-        conn.execute_batch(&table_sql(&tmp, &new.fields))?;
-        let mut dst = Vec::new();
-        let mut src = Vec::new();
-        for f in &new.fields {
-            let Some(o) = old.fields.iter().find(|o| o.id == f.id) else {
-                continue;
-            };
-            dst.push(q(&f.name));
-            src.push(convert_expr(o, f));
-        }
-        if !dst.is_empty() {
-            conn.execute_batch(&format!(
-                "INSERT INTO {} ({}) SELECT {} FROM {}",
-                q(&tmp),
-                dst.join(", "),
-                src.join(", "),
-                q(&old.name)
-            ))?;
-        }
-        // Views that read this table are re-resolved by name when next used; the legacy rename
-        // keeps SQLite from re-parsing them mid-swap.
-        conn.pragma_update(None, "legacy_alter_table", "ON")?;
-        let swap = conn.execute_batch(&format!(
-            "DROP TABLE {}; ALTER TABLE {} RENAME TO {};",
+    // SQLite names are case-insensitive: a change of case only is no rename.
+    if !old.name.eq_ignore_ascii_case(&new.name) {
+        conn.execute_batch(&format!(
+            "ALTER TABLE {} RENAME TO {}",
             q(&old.name),
-            q(&tmp),
             q(&new.name)
-        ));
-        conn.pragma_update(None, "legacy_alter_table", "OFF")?;
-        swap?;
+        ))
+        .map_err(|e| StoreError::Invalid(sqlite_text(&e)))?;
     }
+    let table = q(&new.name);
+    for f in old
+        .fields
+        .iter()
+        .filter(|f| !new.fields.iter().any(|g| g.id == f.id))
+    {
+        conn.execute_batch(&format!("ALTER TABLE {table} DROP COLUMN {}", q(&f.name)))
+            .map_err(|e| refused(format!("failed to drop column {}", f.name), e))?;
+    }
+    let mut renames: Vec<(String, String)> = Vec::new();
+    for f in &new.fields {
+        let temp = format!("{}{}", f.name, ids::lower_alnum(5));
+        match old.fields.iter().find(|o| o.id == f.id) {
+            None => {
+                conn.execute_batch(&format!(
+                    "ALTER TABLE {table} ADD COLUMN {} {}",
+                    q(&temp),
+                    f.column_def()
+                ))
+                .map_err(|e| refused(format!("failed to add column {}", f.name), e))?;
+            }
+            Some(o) if o.name != f.name => {
+                conn.execute_batch(&format!(
+                    "ALTER TABLE {table} RENAME COLUMN {} TO {}",
+                    q(&o.name),
+                    q(&temp)
+                ))
+                .map_err(|e| refused(format!("failed to rename column {}", o.name), e))?;
+            }
+            Some(_) => continue,
+        }
+        renames.push((temp, f.name.clone()));
+    }
+    for (temp, name) in renames {
+        conn.execute_batch(&format!(
+            "ALTER TABLE {table} RENAME COLUMN {} TO {}",
+            q(&temp),
+            q(&name)
+        ))
+        .map_err(|e| StoreError::Invalid(sqlite_text(&e)))?;
+    }
+    convert_multi_changes(conn, old, new)?;
     create_indexes(conn, new)
 }
 
-/// The SQL that carries an old column's value into the new column (single <-> multi changes).
-fn convert_expr(old: &Field, new: &Field) -> String {
-    let col = q(&old.name);
-    match (old.is_multi(), new.is_multi()) {
-        (false, true) => {
-            format!("CASE WHEN {col} = '' OR {col} IS NULL THEN '[]' ELSE json_array({col}) END")
+/// Fields that switch between one value and a list: their column is rebuilt with the value
+/// carried over (`"a"` <-> `["a"]`, a list keeping its last item). Every view is dropped around
+/// it and created again from its own SQL, as PocketBase does.
+fn convert_multi_changes(conn: &Connection, old: &Collection, new: &Collection) -> Result<()> {
+    for f in &new.fields {
+        let was_multi = old
+            .fields
+            .iter()
+            .find(|o| o.id == f.id)
+            .is_some_and(Field::is_multi);
+        if was_multi == f.is_multi() || !old.fields.iter().any(|o| o.id == f.id) {
+            continue;
         }
-        (true, false) => {
+        let views: Vec<(String, String)> = {
+            let mut stmt = conn.prepare(
+                "SELECT name, sql FROM sqlite_master WHERE type = 'view' AND sql IS NOT NULL",
+            )?;
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?
+        };
+        for (name, _) in &views {
+            conn.execute_batch(&format!("DROP VIEW IF EXISTS {}", q(name)))?;
+        }
+        let table = q(&new.name);
+        let col = q(&f.name);
+        let temp = q(&format!("_{}{}", f.name, ids::lower_alnum(5)));
+        conn.execute_batch(&format!(
+            "ALTER TABLE {table} RENAME COLUMN {col} TO {temp};
+             ALTER TABLE {table} ADD COLUMN {col} {};",
+            f.column_def()
+        ))?;
+        let value = if f.is_multi() {
             format!(
-                "COALESCE(CASE WHEN json_valid({col}) THEN json_extract({col}, '$[#-1]') END, '')"
+                "CASE WHEN COALESCE({temp}, '') = '' THEN '[]' ELSE (CASE WHEN json_valid({temp}) AND json_type({temp}) == 'array' THEN {temp} ELSE json_array({temp}) END) END"
             )
+        } else {
+            format!(
+                "CASE WHEN COALESCE({temp}, '[]') = '[]' THEN '' ELSE (CASE WHEN json_valid({temp}) AND json_type({temp}) == 'array' THEN COALESCE(json_extract({temp}, '$[#-1]'), '') ELSE {temp} END) END"
+            )
+        };
+        conn.execute_batch(&format!(
+            "UPDATE {table} SET {col} = ({value}); ALTER TABLE {table} DROP COLUMN {temp};"
+        ))?;
+        for (_, sql) in &views {
+            conn.execute(sql, [])?;
         }
-        _ => col,
     }
+    Ok(())
 }
 
+/// Drop a collection's row and its table or view. Nothing else is checked: an import deletes
+/// collections that may depend on each other (PocketBase skips its integrity checks there);
+/// the API's delete follows with `check_views`.
 pub(crate) fn delete_collection(conn: Conn<'_>, c: &Collection) -> Result<()> {
     let conn = conn.0;
     conn.execute("DELETE FROM _collections WHERE id = ?1", [&c.id])?;
     let kind = if c.is_view() { "VIEW" } else { "TABLE" };
     conn.execute_batch(&format!("DROP {kind} IF EXISTS {}", q(&c.name)))?;
+    Ok(())
+}
+
+/// PocketBase's check after a delete: the query of every view collection left in `schema` is
+/// tried again as its dry run, and one that no longer works refuses the delete. It is the
+/// collection's own query that is tried, not SQLite's copy of the view (SQLite rewrites that
+/// one when a column it reads is renamed), so a view left broken by an earlier rename blocks
+/// every delete but its own.
+pub(crate) fn check_views(conn: Conn<'_>, schema: &Schema) -> Result<()> {
+    for v in schema.collections.iter().filter(|c| c.is_view()) {
+        if let Some(why) = probe_view(conn, schema, v.view_query())?.error {
+            return Err(StoreError::ViewDependency(format!("[{}] {why}", v.name)));
+        }
+    }
     Ok(())
 }
 
@@ -222,16 +317,35 @@ pub(crate) fn referenced_by(schema: &Schema, c: &Collection) -> Option<String> {
 }
 
 /// SQLite's refusal as PocketBase words it (its driver prints the code's description, the
-/// message and the code).
+/// message and the code), ending with a period.
 fn sqlite_reason(e: &rusqlite::Error) -> String {
+    format!("{}.", sqlite_text(e))
+}
+
+/// SQLite's refusal as PocketBase's driver prints it: `<what the code means>: <message> (<code>)`.
+pub(crate) fn sqlite_text(e: &rusqlite::Error) -> String {
     match e {
-        rusqlite::Error::SqliteFailure(f, Some(msg)) if f.extended_code & 0xff == 1 => {
-            format!("SQL logic error: {msg} (1).")
+        rusqlite::Error::SqliteFailure(f, Some(msg)) => {
+            let what = match f.extended_code & 0xff {
+                1 => "SQL logic error",
+                19 => "constraint failed",
+                _ => "",
+            };
+            let code = if f.extended_code & 0xff == 1 {
+                1
+            } else {
+                f.extended_code
+            };
+            if what.is_empty() {
+                format!("{msg} ({code})")
+            } else {
+                format!("{what}: {msg} ({code})")
+            }
         }
-        rusqlite::Error::SqliteFailure(f, Some(msg)) => format!("{msg} ({}).", f.extended_code),
         // A syntax error: rusqlite adds the statement and offset, PocketBase shows SQLite's words.
-        rusqlite::Error::SqlInputError { msg, .. } => format!("SQL logic error: {msg} (1)."),
-        other => format!("{other}."),
+        rusqlite::Error::SqlInputError { msg, .. } => format!("SQL logic error: {msg} (1)"),
+        rusqlite::Error::MultipleStatement => "multiple statements are not supported".into(),
+        other => other.to_string(),
     }
 }
 
@@ -242,145 +356,139 @@ fn view_refused(why: impl Into<String>) -> StoreError {
     }
 }
 
-/// Whether the outermost SELECT of `sql` lists a wildcard column (`*` or `t.*`). PocketBase
-/// refuses those: a view's fields must be named, so that a later column added to the source
-/// table (a password hash, say) never appears in the view by itself.
-pub(crate) fn has_wildcard_column(sql: &str) -> bool {
-    #[derive(PartialEq)]
-    enum Tok<'a> {
-        Word(&'a str),
-        Punct(u8),
-        Other,
-    }
-    let b = sql.as_bytes();
-    let mut toks: Vec<(usize, Tok<'_>)> = Vec::new();
-    let (mut i, mut depth) = (0usize, 0usize);
-    while i < b.len() {
-        let c = b[i];
-        let skip_to = |from: usize, end: &[u8]| -> usize {
-            sql[from..]
-                .find(std::str::from_utf8(end).unwrap_or(""))
-                .map_or(b.len(), |p| from + p + end.len())
-        };
-        match c {
-            _ if c.is_ascii_whitespace() => i += 1,
-            b'-' if b.get(i + 1) == Some(&b'-') => i = skip_to(i + 2, b"\n"),
-            b'/' if b.get(i + 1) == Some(&b'*') => i = skip_to(i + 2, b"*/"),
-            b'\'' | b'"' | b'`' => {
-                // A quote doubled inside is an escaped quote; either way the token ends at the
-                // next lone closing quote.
-                let mut j = i + 1;
-                while j < b.len() {
-                    if b[j] == c {
-                        if b.get(j + 1) == Some(&c) {
-                            j += 2;
-                            continue;
-                        }
-                        break;
-                    }
-                    j += 1;
-                }
-                toks.push((depth, Tok::Other));
-                i = j + 1;
-            }
-            b'[' => {
-                toks.push((depth, Tok::Other));
-                i = skip_to(i + 1, b"]");
-            }
-            b'(' => {
-                toks.push((depth, Tok::Punct(c)));
-                depth += 1;
-                i += 1;
-            }
-            b')' => {
-                depth = depth.saturating_sub(1);
-                toks.push((depth, Tok::Punct(c)));
-                i += 1;
-            }
-            _ if c.is_ascii_alphanumeric() || c == b'_' || c >= 0x80 => {
-                let start = i;
-                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] >= 0x80)
-                {
-                    i += 1;
-                }
-                toks.push((depth, Tok::Word(&sql[start..i])));
-            }
-            _ => {
-                toks.push((depth, Tok::Punct(c)));
-                i += 1;
-            }
-        }
-    }
-    let is_kw = |t: &Tok<'_>, kw: &str| matches!(t, Tok::Word(w) if w.eq_ignore_ascii_case(kw));
-    let Some(select) = toks.iter().position(|(d, t)| *d == 0 && is_kw(t, "select")) else {
-        return false;
-    };
-    const ENDS: &[&str] = &[
-        "from",
-        "where",
-        "group",
-        "having",
-        "order",
-        "limit",
-        "window",
-        "union",
-        "intersect",
-        "except",
-    ];
-    let mut column: Vec<&Tok<'_>> = Vec::new();
-    let wildcard = |col: &[&Tok<'_>]| {
-        matches!(
-            col,
-            [Tok::Punct(b'*')] | [.., Tok::Punct(b'.'), Tok::Punct(b'*')]
-        )
-    };
-    for (d, t) in &toks[select + 1..] {
-        if *d == 0 && ENDS.iter().any(|k| is_kw(t, k)) {
-            break;
-        }
-        if *d == 0 && *t == Tok::Punct(b',') {
-            if wildcard(&column) {
-                return true;
-            }
-            column.clear();
-            continue;
-        }
-        if column.is_empty() && *d == 0 && (is_kw(t, "distinct") || is_kw(t, "all")) {
-            continue;
-        }
-        // Only the column's own top-level tokens decide (`count(*)` ends with `)`).
-        if *d == 0 {
-            column.push(t);
-        } else if column.last() != Some(&&Tok::Other) {
-            column.push(&Tok::Other);
-        }
-    }
-    wildcard(&column)
+/// What trying a view query gives: the fields PocketBase would infer for it (as many as it got
+/// to), and why the query is refused, in PocketBase's words (after "Invalid query - ").
+pub(crate) struct ViewProbe {
+    pub fields: Vec<Field>,
+    pub error: Option<String>,
 }
 
-/// Infer a view's fields from its query: a column read straight from a collection's table becomes
-/// a clone of that field, `id` a plain text field, anything computed a json field (numbers for
-/// counts and integer casts). The query is tried as a real view inside a savepoint that is
-/// rolled back, so SQLite words its refusals as it will for the real view.
+/// Try a view query as PocketBase's dry run does, inside a savepoint that is rolled back: one
+/// statement; PocketBase's own reading of its columns (see `schema::view`); a temporary view for
+/// SQLite's column names; an `id` column; fields whose settings are valid; and a sample of up to
+/// ten rows whose ids are present and distinct.
+pub(crate) fn probe_view(conn: Conn<'_>, schema: &Schema, query: &str) -> Result<ViewProbe> {
+    let conn = conn.0;
+    let refused = |fields: Vec<Field>, why: String| ViewProbe {
+        fields,
+        error: Some(why),
+    };
+    let query = match view::normalize(query) {
+        Ok(q) => q,
+        Err(why) => return Ok(refused(Vec::new(), why)),
+    };
+    let mut clone_id = || format!("_clone_{}", ids::lower_alnum(4));
+    let suggested = match view::suggest(schema, &query, &mut clone_id) {
+        Ok(s) => s,
+        Err(why) => return Ok(refused(Vec::new(), why)),
+    };
+    conn.execute_batch("SAVEPOINT view_probe")?;
+    let probed = probe_in_savepoint(conn, schema, &query, &suggested);
+    conn.execute_batch("ROLLBACK TO view_probe; RELEASE view_probe")?;
+    probed
+}
+
+fn probe_in_savepoint(
+    conn: &Connection,
+    schema: &Schema,
+    query: &str,
+    suggested: &std::collections::HashMap<String, Field>,
+) -> Result<ViewProbe> {
+    let temp = format!("_temp_{}", ids::lower_alnum(6));
+    // One statement, never a batch: the query is the superuser's text.
+    if let Err(e) = conn.execute(
+        &format!("CREATE VIEW {} AS SELECT * FROM ({query})", q(&temp)),
+        [],
+    ) {
+        return Ok(ViewProbe {
+            fields: Vec::new(),
+            error: Some(sqlite_text(&e)),
+        });
+    }
+    // SQLite resolves the view's tables and columns only now.
+    let columns = conn
+        .prepare(&format!("PRAGMA table_info({})", q(&temp)))
+        .and_then(|mut stmt| {
+            stmt.query_map([], |r| r.get::<_, String>(1))?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        });
+    let columns = match columns {
+        Ok(c) => c,
+        Err(e) => {
+            return Ok(ViewProbe {
+                fields: Vec::new(),
+                error: Some(sqlite_text(&e)),
+            });
+        }
+    };
+    let fields: Vec<Field> = columns
+        .iter()
+        .map(|name| {
+            suggested
+                .get(name)
+                .cloned()
+                .unwrap_or_else(|| view::default_field(name))
+        })
+        .collect();
+    let fields = define::field_list(fields);
+    if !columns.iter().any(|c| c == "id") {
+        return Ok(ViewProbe {
+            fields,
+            error: Some(
+                "missing required id column (you can use `(ROW_NUMBER() OVER()) as id` if you don't have one)"
+                    .into(),
+            ),
+        });
+    }
+    if let Some(why) = define::view_field_settings_error(&fields, schema) {
+        return Ok(ViewProbe {
+            fields,
+            error: Some(why),
+        });
+    }
+    // A sample of the rows: each needs an id, and no two the same.
+    let sample: std::result::Result<Vec<String>, rusqlite::Error> = conn
+        .prepare(&format!(
+            "SELECT CAST(`id` AS TEXT) FROM (SELECT * FROM ({query})) LIMIT 10"
+        ))
+        .and_then(|mut stmt| {
+            stmt.query_map([], |r| r.get::<_, Option<String>>(0))?
+                .map(|v| v.map(Option::unwrap_or_default))
+                .collect()
+        });
+    let error = match sample {
+        Err(e) => Some(format!(
+            "failed to retrieve query records: {}",
+            sqlite_text(&e)
+        )),
+        Ok(ids) => {
+            let mut seen = std::collections::HashSet::new();
+            if ids.iter().any(String::is_empty) {
+                Some("the query could return records with empty or invalid ids".into())
+            } else if !ids.iter().all(|i| seen.insert(i.clone())) {
+                Some("the query could return records with non-unique ids".into())
+            } else {
+                None
+            }
+        }
+    };
+    Ok(ViewProbe { fields, error })
+}
+
+/// A view's fields, or its refusal (for callers that only go on with a working query).
 pub(crate) fn infer_view_fields(
     conn: Conn<'_>,
     schema: &Schema,
     query: &str,
 ) -> Result<Vec<Field>> {
-    let conn = conn.0;
-    // Other problems are reported by the view below, in the words SQLite uses there.
-    if let Err(rusqlite::Error::MultipleStatement) = conn.prepare(query) {
-        return Err(view_refused("multiple statements are not supported."));
+    let probe = probe_view(conn, schema, query)?;
+    match probe.error {
+        None => Ok(probe.fields),
+        Some(why) => Err(StoreError::ViewQuery {
+            missing_id: why.starts_with("missing required id column"),
+            why,
+        }),
     }
-    if has_wildcard_column(query) {
-        return Err(view_refused(
-            "wildcard columns (*) are not supported - manually type the collection field names you want the view query to have.",
-        ));
-    }
-    conn.execute_batch("SAVEPOINT view_probe")?;
-    let probed = probe_view(conn, schema, query);
-    conn.execute_batch("ROLLBACK TO view_probe; RELEASE view_probe")?;
-    probed
 }
 
 /// PocketBase's dry run of a view query (the dashboard's preview): the fields a view collection
@@ -393,111 +501,22 @@ pub(crate) fn dry_run_view(
     limit: i64,
 ) -> Result<(Vec<Field>, Vec<super::StoreRecord>)> {
     let fields = infer_view_fields(conn, schema, c.view_query())?;
+    // The probe accepted it, so it reads as one statement.
+    let query = view::normalize(c.view_query()).map_err(view_refused)?;
     let mut view = c.clone();
     view.fields = fields.clone();
     let db = conn.0;
     db.execute_batch("SAVEPOINT view_dry_run")?;
+    // One statement, never a batch: the query is the superuser's text.
     let rows = db
-        .execute_batch(&format!("CREATE VIEW {} AS {}", q(&c.name), c.view_query()))
-        .map_err(|e| view_refused(sqlite_reason(&e)))
-        .and_then(|()| {
+        .execute(
+            &format!("CREATE VIEW {} AS SELECT * FROM ({query})", q(&c.name)),
+            [],
+        )
+        .map_err(|e| view_refused(sqlite_text(&e)))
+        .and_then(|_| {
             super::records::list(conn, &view, &crate::query::Select::default(), limit, 0)
         });
     db.execute_batch("ROLLBACK TO view_dry_run; RELEASE view_dry_run")?;
     Ok((fields, rows?))
-}
-
-fn probe_view(conn: &Connection, schema: &Schema, query: &str) -> Result<Vec<Field>> {
-    conn.execute_batch(&format!("CREATE VIEW `_ferrobase_view_probe` AS {query}"))
-        .map_err(|e| view_refused(sqlite_reason(&e)))?;
-    let stmt = conn
-        .prepare("SELECT * FROM `_ferrobase_view_probe` LIMIT 0")
-        .map_err(|e| view_refused(sqlite_reason(&e)))?;
-    let lowered = query.to_ascii_lowercase();
-    let mut fields = Vec::new();
-    let mut has_id = false;
-    for col in stmt.columns_with_metadata() {
-        let name = col.name().to_owned();
-        if name == "id" {
-            has_id = true;
-            let Value::Object(m) = json!({"id": "text3208210256", "name": "id", "type": "text", "primaryKey": true,
-                "required": true, "system": true, "pattern": "^[a-z0-9]+$"})
-            else {
-                unreachable!("object literal")
-            };
-            fields.push(field_from_json(m).expect("valid"));
-            continue;
-        }
-        let source = match (col.table_name(), col.origin_name()) {
-            (Some(t), Some(o)) => schema.by_name(t).and_then(|c| c.field(o)).cloned(),
-            _ => None,
-        };
-        let field = match source {
-            Some(mut f) => {
-                let clone_id = format!("_clone_{}", ids::lower_alnum(4));
-                // A clone keeps every option of its source (required and system included, as
-                // PocketBase keeps them), under its own id and the column's name.
-                f.raw.insert("id".into(), json!(clone_id));
-                f.raw.insert("name".into(), json!(name));
-                field_from_json(f.raw).expect("cloned from a valid field")
-            }
-            None => {
-                let alias_pos = lowered.find(&format!(" as {}", name.to_ascii_lowercase()));
-                let expr_is_int = alias_pos.is_some_and(|p| {
-                    let before = &lowered[..p];
-                    let start = before.rfind([',', '\n']).map(|i| i + 1).unwrap_or(0);
-                    let expr = before[start..].trim();
-                    expr.contains("count(")
-                        || expr.contains("as int")
-                        || expr.contains("as integer")
-                });
-                let m = if expr_is_int {
-                    json!({"id": ids::field_id("number", &name), "name": name, "type": "number", "onlyInt": true})
-                } else {
-                    json!({"id": ids::field_id("json", &name), "name": name, "type": "json", "maxSize": 1})
-                };
-                let Value::Object(m) = m else {
-                    unreachable!("object literal")
-                };
-                field_from_json(m).expect("valid")
-            }
-        };
-        fields.push(field);
-    }
-    if !has_id {
-        return Err(StoreError::ViewQuery {
-            why: "missing required id column (you can use `(ROW_NUMBER() OVER()) as id` if you don't have one).".into(),
-            missing_id: true,
-        });
-    }
-    Ok(fields)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::has_wildcard_column;
-
-    #[test]
-    fn wildcard_columns_of_the_outer_select_are_found() {
-        for q in [
-            "SELECT * FROM users",
-            "select u.* from users u",
-            "SELECT id, * FROM users",
-            "SELECT DISTINCT * FROM users",
-            "SELECT * FROM (SELECT id FROM users)",
-            "SELECT id, `t`.* FROM users t",
-        ] {
-            assert!(has_wildcard_column(q), "{q}");
-        }
-        for q in [
-            "SELECT id, count(*) AS c FROM users GROUP BY id",
-            "SELECT id, '*' AS c FROM users",
-            "SELECT id, 2*3 AS c FROM users",
-            "SELECT id, (SELECT count(*) FROM users) AS c FROM users",
-            "SELECT id /* * */ FROM users -- *",
-            "SELECT \"*\" AS id FROM users",
-        ] {
-            assert!(!has_wildcard_column(q), "{q}");
-        }
-    }
 }

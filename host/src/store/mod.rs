@@ -106,6 +106,13 @@ pub(crate) enum StoreError {
     /// only the `id` column that is missing.
     #[error("invalid view query: {why}")]
     ViewQuery { why: String, missing_id: bool },
+    /// Indexes that could not be created: their position in the collection's list and the
+    /// reason, as PocketBase words it.
+    #[error("indexes refused: {0:?}")]
+    IndexesRefused(Vec<(usize, String)>),
+    /// After a delete, a view collection's query no longer works (the view and the reason).
+    #[error("a view depends on the table: {0}")]
+    ViewDependency(String),
     /// Plugin SQL that its policy refuses.
     #[error("denied: {0}")]
     Denied(String),

@@ -333,7 +333,11 @@ impl Server {
         let json = if text.is_empty() {
             Value::Null
         } else {
-            serde_json::from_str(&text)
+            // Record JSON may nest deeper than serde_json's default limit (PocketBase allows
+            // json field values up to 10,000 levels).
+            let mut de = serde_json::Deserializer::from_str(&text);
+            de.disable_recursion_limit();
+            serde::Deserialize::deserialize(&mut de)
                 .unwrap_or_else(|_| panic!("{method} {path}: not JSON: {text}"))
         };
         let content_type = headers

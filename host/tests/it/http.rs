@@ -1057,3 +1057,85 @@ fn a_view_query_dry_run_shows_fields_and_rows_and_keeps_nothing() {
         err(401, REQUIRES_AUTH)
     );
 }
+
+/// Two answers measured on PocketBase 0.40.6 that the collections differential found: a view
+/// whose own query a rename left broken blocks every other delete (PocketBase tries each view's
+/// query again after a delete), and an import whose index is refused answers with the index
+/// errors themselves.
+#[test]
+fn a_broken_view_query_blocks_deletes_and_an_import_answers_with_index_errors() {
+    let s = Server::start();
+    let su = s.su_token();
+    let o = s.create_collection(
+        &su,
+        json!({"name": "o1", "fields": [{"name": "secret", "type": "text"}]}),
+    );
+    s.create_collection(
+        &su,
+        json!({"name": "v1", "type": "view", "viewQuery": "SELECT id, (secret || '!') AS x FROM o1"}),
+    );
+    s.create_collection(&su, json!({"name": "other", "type": "base"}));
+    let mut fields = o["fields"].clone();
+    for f in fields.as_array_mut().unwrap() {
+        if f["name"] == "secret" {
+            f["name"] = json!("renamed");
+        }
+    }
+    let r = s.req(
+        "PATCH",
+        "/api/collections/o1",
+        Some(&su),
+        Some(&json!({"fields": fields})),
+    );
+    assert_eq!(r.status, 200, "{}", r.json);
+    // SQLite rewrote its copy of the view, so its records still read...
+    assert_eq!(
+        s.req("GET", "/api/collections/v1/records", Some(&su), None)
+            .status,
+        200
+    );
+    // ...but the collection's own query names a column that is gone.
+    let r = s.req("DELETE", "/api/collections/other", Some(&su), None);
+    assert_eq!(
+        r.json,
+        json!({"data": {}, "message": "Failed to delete collection.", "status": 400})
+    );
+    let all = s.req("GET", "/api/collections?perPage=100", Some(&su), None);
+    assert!(
+        all.json.to_string().contains("\"other\""),
+        "nothing was deleted"
+    );
+    assert_eq!(
+        s.req("DELETE", "/api/collections/v1", Some(&su), None)
+            .status,
+        204
+    );
+    assert_eq!(
+        s.req("DELETE", "/api/collections/other", Some(&su), None)
+            .status,
+        204
+    );
+
+    let r = s.req(
+        "PUT",
+        "/api/collections/import",
+        Some(&su),
+        Some(&json!({"collections": [{"name": "p2", "type": "base",
+            "fields": [{"name": "a", "type": "text"}],
+            "indexes": ["CREATE INDEX idx_a ON p2 (nosuch)", ""]}]})),
+    );
+    assert_eq!(
+        r.json,
+        json!({"data": {"indexes": {
+                "0": {"code": "validation_invalid_index_expression",
+                      "message": "Failed to create index idx_a - SQL logic error: no such column: nosuch (1)."},
+                "1": {"code": "validation_invalid_index_expression",
+                      "message": "Invalid CREATE INDEX expression."}}},
+               "message": "Failed to import collections.", "status": 400})
+    );
+    let all = s.req("GET", "/api/collections?perPage=100", Some(&su), None);
+    assert!(
+        !all.json.to_string().contains("\"p2\""),
+        "the import left nothing"
+    );
+}

@@ -52,7 +52,9 @@ pub(super) fn apply_body(
         if f.kind == FieldType::Autodate || f.name == "id" {
             continue;
         }
-        if c.is_auth() && matches!(f.name.as_str(), "password" | "tokenKey") {
+        // The password has its own form checks; the tokenKey is a hidden text field like any
+        // other (a superuser may set it, and it is validated as sent).
+        if c.is_auth() && f.name == "password" {
             continue;
         }
         if f.hidden && !superuser && f.kind != FieldType::Password {
@@ -62,11 +64,7 @@ pub(super) fn apply_body(
             None => {
                 if f.kind == FieldType::Password {
                     draft.passwords.retain(|(j, _)| *j != i);
-                    let s = match v {
-                        Value::String(s) => s.clone(),
-                        Value::Null => String::new(),
-                        other => other.to_string(),
-                    };
+                    let s = value::as_string(v);
                     draft.values[i] = json!(s);
                     if !s.is_empty() {
                         draft.passwords.push((i, s));
@@ -355,13 +353,13 @@ pub(super) fn auth_create_checks(
     let mut skip = Vec::new();
     let pw = data
         .get("password")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned();
+        .map(value::as_string)
+        .unwrap_or_default();
     let confirm = data
         .get("passwordConfirm")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+        .map(value::as_string)
+        .unwrap_or_default();
+    let confirm = confirm.as_str();
     let mut form = Map::new();
     if pw.is_empty() {
         form.insert(
@@ -386,7 +384,10 @@ pub(super) fn auth_create_checks(
     let pi = field_index(c, "password")?;
     draft.values[pi] = json!(pw.clone());
     draft.passwords.push((pi, pw));
-    if let Some(ti) = idx(c, "tokenKey") {
+    if let Some(ti) = idx(c, "tokenKey")
+        && draft.values[ti].as_str().is_none_or(str::is_empty)
+    {
+        // Left empty, it is generated (a value sent by a superuser is validated as it is).
         draft.values[ti] = json!(ids::secret(50));
         skip.push(ti);
     }
@@ -405,8 +406,12 @@ pub(super) fn auth_create_checks(
     Ok(skip)
 }
 
-/// Auth records: password changes need `oldPassword` (except for superusers) and rotate the
-/// tokenKey; only superusers change `email` and `verified` directly.
+/// Auth records, PocketBase's form checks before the record's own: only superusers change
+/// `email` and `verified` directly; `password` and `passwordConfirm` go together (each is
+/// required once the other, or `oldPassword`, is sent, and they must match); a non-superuser
+/// changing the password gives the old one. Form errors end the update there (into `errors`).
+/// A password sent (empty included) becomes the password field's new value, validated with
+/// the record; a new password rotates the tokenKey.
 pub(super) async fn auth_update_checks(
     c: &Collection,
     superuser: bool,
@@ -428,27 +433,31 @@ pub(super) async fn auth_update_checks(
             }
         }
     }
-    let pw = data.get("password").and_then(Value::as_str).unwrap_or("");
-    if pw.is_empty() {
-        return Ok(());
+    let text = |k: &str| data.get(k).map(value::as_string).unwrap_or_default();
+    let (pw, confirm, old) = (
+        text("password"),
+        text("passwordConfirm"),
+        text("oldPassword"),
+    );
+    if pw.is_empty() && (!confirm.is_empty() || !old.is_empty()) {
+        errors.insert(
+            "password".into(),
+            verr("validation_required", "Cannot be blank."),
+        );
     }
-    let confirm = data
-        .get("passwordConfirm")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    if confirm != pw {
+    if confirm.is_empty() && (!pw.is_empty() || !old.is_empty()) {
+        errors.insert(
+            "passwordConfirm".into(),
+            verr("validation_required", "Cannot be blank."),
+        );
+    } else if confirm != pw {
         errors.insert(
             "passwordConfirm".into(),
             verr("validation_values_mismatch", "Values don't match."),
         );
     }
     let pi = field_index(c, "password")?;
-    if !superuser {
-        let old = data
-            .get("oldPassword")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned();
+    if !superuser && (!pw.is_empty() || !confirm.is_empty()) {
         if old.is_empty() {
             errors.insert(
                 "oldPassword".into(),
@@ -470,15 +479,21 @@ pub(super) async fn auth_update_checks(
             }
         }
     }
-    let pf = &c.fields[pi];
-    if let Some(e) = value::validate(pf, &json!(pw)) {
-        errors.insert("password".into(), e);
+    let new_password = !pw.is_empty();
+    if data.contains_key("password") {
+        draft.values[pi] = json!(pw);
+        draft.passwords.retain(|(j, _)| *j != pi);
+        changed.push(pi);
+        if new_password {
+            draft.passwords.push((pi, pw));
+        }
     }
-    draft.values[pi] = json!(pw);
-    draft.passwords.retain(|(j, _)| *j != pi);
-    draft.passwords.push((pi, pw.to_owned()));
-    changed.push(pi);
-    if let Some(ti) = idx(c, "tokenKey") {
+    // A new password or e-mail rotates the tokenKey, unless the update sets one itself.
+    let email_changed = idx(c, "email").is_some_and(|i| draft.values[i] != before[i]);
+    if let Some(ti) = idx(c, "tokenKey")
+        && draft.values[ti] == before[ti]
+        && (new_password || email_changed)
+    {
         draft.values[ti] = json!(ids::secret(50));
         changed.push(ti);
     }

@@ -516,17 +516,18 @@ impl<'a> Writer<'a> {
         }
         let mut errors = Map::new();
         // Any `id` in an update body that is not the record's own (null and "" included) is an
-        // attempt to change the primary key, as PocketBase sees it.
+        // attempt to change the primary key, as PocketBase sees it: an error of the id field,
+        // reported with the other fields' errors.
         if let Some(new_id) = data.get("id")
             && new_id.as_str() != Some(id.as_str())
         {
-            errors.insert(
-                "id".into(),
+            draft.input_errors.push((
+                draft::field_index(c, "id")?,
                 verr(
                     "validation_pk_change",
                     "The record primary key cannot be changed.",
                 ),
-            );
+            ));
         }
         let mut changed: Vec<usize> = (0..c.fields.len())
             .filter(|&i| draft.values[i] != before[i])
@@ -553,9 +554,13 @@ impl<'a> Writer<'a> {
         if !errors.is_empty() {
             return Err(RecordError::invalid(MSG_UPDATE_FAILED, errors));
         }
-        // Only changed fields are validated and written: an untouched legacy value stays as it was.
+        // Every field is validated, as PocketBase validates the whole record on update (a field
+        // made required since the record was written fails until it is set), except a password
+        // that is not changing: its value is the stored hash. Only changed fields are written.
         let skip: Vec<usize> = (0..c.fields.len())
-            .filter(|i| !changed.contains(i))
+            .filter(|&i| {
+                c.fields[i].kind == crate::schema::FieldType::Password && !changed.contains(&i)
+            })
             .collect();
         let checks = self.validate(c, &draft, &skip, MSG_UPDATE_FAILED).await?;
         draft::hash_passwords(c, &mut draft).await?;

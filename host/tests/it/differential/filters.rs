@@ -2,17 +2,12 @@
 //! on ferrobase and on the reference PocketBase 0.40.6 over identical data (same record ids), and
 //! the results are compared id for id. Every disagreement is collected; the test fails listing them.
 //!
-//! Run:  `cargo test --release -p ferrobase --test differential -- --nocapture`
+//! Run:  `cargo test --release -p ferrobase --test it differential::filters -- --nocapture`
 //!
-//! Environment:
-//! * `DIFF_SEED`   — seed of the case generator (decimal or 0x-hex; printed on every run).
-//! * `DIFF_CASES`  — number of generated cases (default 2400).
-//! * `DIFF_BOTH_REFERENCE=1` — the reference PocketBase on both sides: proves the harness itself
-//!   is deterministic (must report 0 mismatches).
-//! * `FERROBASE_REFERENCE_BIN` — the reference binary (default `.venv-ref/bin/pocketbase` at the
-//!   workspace root, installed by scripts/test.sh).
+//! Controls (see `differential/mod.rs`): `DIFF_SEED`, `DIFF_SCALE`, `DIFF_CASES` (this suite's
+//! number of cases, default 2400), `DIFF_BOTH_REFERENCE=1`, `FERROBASE_REFERENCE_BIN`.
 //!
-//! The full report goes to `target/differential-mismatches.txt` (workspace target dir): the
+//! The full report goes to `target/differential-filters.txt` (workspace target dir): the
 //! summary (counts by status pair, caller, construct and operand), fixture differences (records
 //! that were not stored identically), every single comparison that already disagrees when run
 //! alone (the smallest repro), then every mismatching case. The panic message holds the summary
@@ -32,23 +27,18 @@
 //! as sorted sets. Malformed cases (about 10%) compare the status only. Ids are fixture ids
 //! (`Fixture` below, fixed seed, independent of `DIFF_SEED`).
 
+use super::{Known, Rng, glob};
 use crate::common::{Server, enc};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
-use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-/// Cases where PocketBase itself is plainly inconsistent and ferrobase deliberately differs.
-/// `pattern` is a glob (`*` = any run of characters) matched against the whole filter text, or —
-/// when it starts with `sort:` — against the sort. A mismatch matching an entry is reported as
-/// known and does not fail the test. Every entry needs a reason a reviewer can check.
-struct Known {
-    pattern: &'static str,
-    reason: &'static str,
-}
+// Cases where PocketBase itself is plainly inconsistent and ferrobase deliberately differs
+// (`super::Known`): `pattern` is matched against the whole filter text, or, when it starts with
+// `sort:`, against the sort.
 
 const GEO_LIKE: &str = "LIKE on a distance compares the decimal digits of a floating-point result: PocketBase's SQLite (Go) evaluates acos/cos/sin with Go's math package, ferrobase with the C math library, so the last digits of some distances differ and a digit test like `!~ 0` can flip. Plain comparisons of distances (< > =) agree.";
 
@@ -96,67 +86,10 @@ const KNOWN_DIVERGENCES: &[Known] = &[
 ];
 
 const FIXTURE_SEED: u64 = 0x00f3_7708_ba5e;
-const DEFAULT_SEED: u64 = 0x5eed_d1ff;
 const DEFAULT_CASES: usize = 2400;
 const WORKERS: usize = 4;
 const SHOW: usize = 40;
 const USER_PASS: &str = "password123";
-
-// ---------------------------------------------------------------------------------------------
-// deterministic randomness
-
-/// xorshift64*; no dependencies, identical on every platform.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    /// True with probability `percent`/100.
-    fn pct(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-
-    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
-        &xs[self.below(xs.len())]
-    }
-
-    /// Up to `max` distinct elements of `xs`, in random order.
-    fn subset<T: Clone>(&mut self, xs: &[T], max: usize) -> Vec<T> {
-        let mut pool: Vec<T> = xs.to_vec();
-        let k = self.below(max.min(xs.len()) + 1);
-        let mut out = Vec::new();
-        for _ in 0..k {
-            let i = self.below(pool.len());
-            out.push(pool.remove(i));
-        }
-        out
-    }
-
-    fn id(&mut self, used: &mut HashSet<String>) -> String {
-        const ALNUM: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-        loop {
-            let s: String = (0..15).map(|_| *self.pick(ALNUM) as char).collect();
-            if used.insert(s.clone()) {
-                return s;
-            }
-        }
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // fixture
@@ -1333,29 +1266,6 @@ fn compare(a: &Outcome, b: &Outcome, ordered: bool, status_only: bool) -> Option
     }
 }
 
-fn glob(pattern: &str, text: &str) -> bool {
-    let p: Vec<char> = pattern.chars().collect();
-    let s: Vec<char> = text.chars().collect();
-    let (mut pi, mut si) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while si < s.len() {
-        if pi < p.len() && p[pi] == '*' {
-            star = Some((pi, si));
-            pi += 1;
-        } else if pi < p.len() && p[pi] == s[si] {
-            pi += 1;
-            si += 1;
-        } else if let Some((sp, ss)) = star {
-            pi = sp + 1;
-            si = ss + 1;
-            star = Some((sp, ss + 1));
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|&c| c == '*')
-}
-
 fn known(case: &Case) -> Option<&'static Known> {
     KNOWN_DIVERGENCES
         .iter()
@@ -1453,22 +1363,12 @@ fn features(case: &Case) -> Vec<&'static str> {
         .collect()
 }
 
-fn env_num(name: &str) -> Option<u64> {
-    let v = std::env::var(name).ok()?;
-    let v = v.trim();
-    let parsed = match v.strip_prefix("0x") {
-        Some(h) => u64::from_str_radix(h, 16),
-        None => v.parse(),
-    };
-    Some(parsed.unwrap_or_else(|_| panic!("{name}={v} is not a number")))
-}
-
 #[test]
 fn filters_match_pocketbase() {
     let started = Instant::now();
-    let seed = env_num("DIFF_SEED").unwrap_or(DEFAULT_SEED);
-    let n_cases = env_num("DIFF_CASES").map_or(DEFAULT_CASES, |n| n as usize);
-    let both_ref = std::env::var("DIFF_BOTH_REFERENCE").is_ok_and(|v| !v.is_empty() && v != "0");
+    let seed = super::seed();
+    let n_cases = super::cases("DIFF_CASES", DEFAULT_CASES);
+    let both_ref = super::both_reference();
     let Some(ref_bin) = crate::common::reference_bin() else {
         return;
     };
@@ -1711,7 +1611,7 @@ fn filters_match_pocketbase() {
         full.push_str(&block(m, &cases[m.index], subject));
         full.push('\n');
     }
-    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/differential-mismatches.txt");
+    let out = super::report_path("filters");
     if let Some(dir) = out.parent() {
         let _ = std::fs::create_dir_all(dir);
     }
@@ -1735,7 +1635,7 @@ fn filters_match_pocketbase() {
     }
     let _ = writeln!(
         msg,
-        "full list: target/differential-mismatches.txt; reproduce with DIFF_SEED={seed:#x} DIFF_CASES={n_cases}"
+        "full list: target/differential-filters.txt; reproduce with DIFF_SEED={seed:#x} DIFF_CASES={n_cases}"
     );
     panic!("{msg}");
 }
