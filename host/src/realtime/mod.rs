@@ -38,16 +38,19 @@ pub(crate) struct Client {
     queue: mpsc::Sender<Message>,
 }
 
+/// A client's subscriptions, replaced whole by each subscription request.
+type Subscriptions = Arc<Vec<Arc<Subscription>>>;
+
 struct ClientState {
     /// The caller the client's subscriptions were set by (None: a guest).
     auth: Option<Arc<Caller>>,
     /// Bumped whenever `auth` changes, so compiled checks are redone.
     auth_version: u64,
-    subs: Arc<Vec<Arc<Subscription>>>,
+    subs: Subscriptions,
 }
 
 impl Client {
-    fn snapshot(&self) -> (Option<Arc<Caller>>, u64, Arc<Vec<Arc<Subscription>>>) {
+    fn snapshot(&self) -> (Option<Arc<Caller>>, u64, Subscriptions) {
         match self.state.lock() {
             Ok(s) => (s.auth.clone(), s.auth_version, Arc::clone(&s.subs)),
             Err(_) => (None, 0, Arc::new(Vec::new())),
