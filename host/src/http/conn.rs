@@ -93,10 +93,18 @@ impl Track {
                     };
                 }
                 let left = limit - now.saturating_sub(since);
-                // A head that starts while the connection is idle is not announced (a wake-up
-                // per request would cost the hot path a task switch); looking again every half
-                // header timeout cuts such a head at most half a timeout late.
-                if head { left } else { left.min(header_ms / 2) }
+                // Neither a head that starts while the connection is idle nor a request that
+                // ends and leaves it idle is announced (a wake-up per request would cost the
+                // hot path a task switch): looking again every half of the other timeout cuts
+                // such a head, or such an idle spell, at most half a timeout late. (Without the
+                // second half, a watcher that first looked while the connection's first head
+                // was being read slept the whole header timeout, and an idle keep-alive
+                // connection outlived `idle` by up to that much.)
+                if head {
+                    left.min(idle_ms / 2)
+                } else {
+                    left.min(header_ms / 2)
+                }
             };
             tokio::select! {
                 () = tokio::time::sleep(Duration::from_millis(wait_ms.max(1))) => {}

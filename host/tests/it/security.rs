@@ -307,6 +307,40 @@ fn closed_by_server(s: &mut TcpStream) -> bool {
     closed
 }
 
+/// A connection whose first head took a while to arrive, then finished its request, is timed as
+/// idle from that moment, not by the header timeout its watcher first slept on (that race made
+/// an idle keep-alive connection live the whole header timeout).
+#[test]
+fn a_connection_that_was_slow_to_send_its_first_head_is_still_closed_when_idle() {
+    let (header_ms, idle_ms) = (20_000, 1_000);
+    let srv = Limited::start(
+        1024,
+        &format!("header_read_timeout_ms = {header_ms}\nidle_timeout_ms = {idle_ms}"),
+    );
+    let mut s = TcpStream::connect(&srv.addr).unwrap();
+    // The watcher sees a fresh connection reading its head and sleeps on it.
+    std::thread::sleep(Duration::from_millis(300));
+    s.write_all(b"GET /api/health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    read_one_response(&mut s);
+    let idle_since = Instant::now();
+    s.set_read_timeout(Some(Duration::from_millis(idle_ms * 6)))
+        .unwrap();
+    let mut b = [0u8; 1];
+    let r = s.read(&mut b);
+    let idle_for = idle_since.elapsed();
+    assert!(
+        matches!(r, Ok(0)),
+        "not closed while idle: {r:?} after {idle_for:?}"
+    );
+    assert!(
+        idle_for >= Duration::from_millis(idle_ms - 200)
+            && idle_for < Duration::from_millis(idle_ms * 2),
+        "closed after {idle_for:?}, expected about {idle_ms} ms"
+    );
+}
+
 #[test]
 fn half_sent_and_idle_connections_are_dropped_while_new_clients_are_served_under_1024_descriptors()
 {
