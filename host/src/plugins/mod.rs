@@ -202,12 +202,11 @@ impl Plugins {
     /// Reload the folder now (the watcher calls this after its debounce).
     pub(crate) async fn reload_now(&self, why: &str) {
         let schema = self.rt.store.schema();
-        if let Some(next) = self
+        let _ = self
             .reload
-            .reload(&self.rt, &self.registry(), &schema, why)
-            .await
-        {
-            self.registry.store(Arc::new(next));
-        }
+            .reload(&self.rt, &self.registry(), &schema, why, |next| {
+                self.registry.store(Arc::new(next));
+            })
+            .await;
     }
 }

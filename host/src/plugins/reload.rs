@@ -176,14 +176,16 @@ impl ReloadState {
     }
 
     /// Re-read the folder and pb.toml's plugin sections, load what changed off to the side,
-    /// decide every file's state and build the registry of what serves.
+    /// decide every file's state and build the registry of what serves, handed to `publish`
+    /// before the new states are reported.
     pub(crate) async fn reload(
         &self,
         rt: &Arc<Runtime>,
         current: &Registry,
         schema: &Schema,
         why: &str,
-    ) -> Option<Registry> {
+        publish: impl FnOnce(Registry),
+    ) -> Option<()> {
         let _one = self.busy.lock().await;
         if why != "start" {
             self.reread_config();
@@ -380,10 +382,13 @@ impl ReloadState {
             p.narrow(&allowed_now(&cfg, &p.manifest, rt.max_memory));
             p.retire();
         }
+        // The registry serves before the report says so: whoever reads "loaded" in
+        // `/api/plugins` and then writes gets the plugin's hooks.
+        publish(reg);
         if let Ok(mut e) = self.entries.lock() {
             *e = next;
         }
-        Some(reg)
+        Some(())
     }
 
     /// The `/api/plugins` report: one entry per plugin file, with its one state.
