@@ -210,6 +210,17 @@ pub(crate) fn get(
     Ok(fetch(conn, c, &sql, &params)?.into_iter().next())
 }
 
+/// The select list of a one-row CTE standing in for a record of `c`: each field as a bound
+/// value, numbered from `after + 1` in field order.
+fn row_columns(c: &Collection, after: usize) -> String {
+    c.fields
+        .iter()
+        .enumerate()
+        .map(|(i, f)| format!("?{} AS {}", after + i + 1, q(&f.name)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Whether `row` (one record of `c`, held in memory) satisfies `sel`, compiled against `c`
 /// under another name than its table's (`c.name` here is that other name): the row stands in
 /// a one-row CTE of that name, so the condition sees the record as given while every other
@@ -223,14 +234,7 @@ pub(crate) fn row_matches(
     sel: &Select,
 ) -> Result<bool> {
     let conn = conn.0;
-    let base = sel.params.len();
-    let values = c
-        .fields
-        .iter()
-        .enumerate()
-        .map(|(i, f)| format!("?{} AS {}", base + i + 1, q(&f.name)))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let values = row_columns(c, sel.params.len());
     let t = q(&c.name);
     let mut sql = format!(
         "WITH {t} AS (SELECT {values}) SELECT 1 FROM {t}{}",
@@ -302,13 +306,7 @@ pub(crate) fn row_matches_each(
     let joins = rebind(&sel.joins);
     let where_sql = rebind(&sel.where_sql);
     let fields = c.fields.len();
-    let values = c
-        .fields
-        .iter()
-        .enumerate()
-        .map(|(i, f)| format!("?{} AS {}", i + 1, q(&f.name)))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let values = row_columns(c, 0);
     let columns = (1..=k).map(|n| format!(", `c{n}`")).collect::<String>();
     let t = q(&c.name);
     let per_chunk = (MAX_BOUND.saturating_sub(fields) / (k + 1)).max(1);

@@ -381,18 +381,12 @@ fn normalized_state(v: &Value, ids: &Ids) -> Value {
 
 #[test]
 fn generated_batches_match_pocketbase() {
-    let Some(ref_bin) = crate::common::reference_bin() else {
+    let Some((reference, ours)) = crate::common::reference_and_subject(false) else {
         return;
     };
     let seed = env_num("BATCH_SEED").unwrap_or(DEFAULT_SEED);
     let cases = env_num("BATCH_CASES").unwrap_or(DEFAULT_CASES);
     println!("batch differential: seed={seed:#x} cases={cases}");
-    let ref_bin = ref_bin.to_str().expect("utf-8 path").to_owned();
-    let (reference, ours) = std::thread::scope(|s| {
-        let a = s.spawn(|| Server::start_bin(&ref_bin));
-        let b = s.spawn(Server::start);
-        (a.join().unwrap(), b.join().unwrap())
-    });
     let (ref_callers, our_callers) = std::thread::scope(|s| {
         let a = s.spawn(|| fixture(&reference));
         let b = s.spawn(|| fixture(&ours));

@@ -46,6 +46,25 @@ pub fn reference_bin() -> Option<PathBuf> {
     .then_some(p)
 }
 
+/// The reference PocketBase and a subject started side by side (the subject is ferrobase, or a
+/// second reference when `subject_is_reference`, to show the reference agrees with itself);
+/// None, with the skip message, without the reference.
+pub fn reference_and_subject(subject_is_reference: bool) -> Option<(Server, Server)> {
+    let ref_bin = reference_bin()?;
+    let ref_bin = ref_bin.to_str().expect("utf-8 path").to_owned();
+    Some(std::thread::scope(|s| {
+        let a = s.spawn(|| Server::start_bin(&ref_bin));
+        let b = s.spawn(|| {
+            if subject_is_reference {
+                Server::start_bin(&ref_bin)
+            } else {
+                Server::start()
+            }
+        });
+        (a.join().unwrap(), b.join().unwrap())
+    }))
+}
+
 /// The built `ferrobase` binary.
 pub fn ferrobase_bin() -> String {
     env!("CARGO_BIN_EXE_ferrobase").to_owned()

@@ -254,18 +254,12 @@ fn normalized(events: &[(String, Value)]) -> Vec<String> {
 
 #[test]
 fn generated_writes_reach_the_same_subscribers_as_pocketbase() {
-    let Some(ref_bin) = crate::common::reference_bin() else {
+    let Some((reference, ours)) = crate::common::reference_and_subject(false) else {
         return;
     };
     let seed = env_num("REALTIME_SEED").unwrap_or(0x7ea1);
     let writes = env_num("REALTIME_CASES").unwrap_or(120);
     println!("realtime differential: seed={seed:#x} writes={writes}");
-    let ref_bin = ref_bin.to_str().unwrap().to_owned();
-    let (reference, ours) = std::thread::scope(|s| {
-        let a = s.spawn(|| Server::start_bin(&ref_bin));
-        let b = s.spawn(Server::start);
-        (a.join().unwrap(), b.join().unwrap())
-    });
     let (ref_tokens, our_tokens) = std::thread::scope(|s| {
         let a = s.spawn(|| fixture(&reference));
         let b = s.spawn(|| fixture(&ours));

@@ -30,6 +30,29 @@ impl Rng {
     pub fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
         &xs[self.below(xs.len())]
     }
+
+    /// Up to `max` distinct elements of `xs`, in random order.
+    pub fn subset<T: Clone>(&mut self, xs: &[T], max: usize) -> Vec<T> {
+        let mut pool: Vec<T> = xs.to_vec();
+        let k = self.below(max.min(xs.len()) + 1);
+        let mut out = Vec::new();
+        for _ in 0..k {
+            let i = self.below(pool.len());
+            out.push(pool.remove(i));
+        }
+        out
+    }
+
+    /// A fresh record id (15 of `[a-z0-9]`), unique within `used`.
+    pub fn id(&mut self, used: &mut std::collections::HashSet<String>) -> String {
+        const ALNUM: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+        loop {
+            let s: String = (0..15).map(|_| *self.pick(ALNUM) as char).collect();
+            if used.insert(s.clone()) {
+                return s;
+            }
+        }
+    }
 }
 
 /// A number from the environment (decimal or 0x-hex), for seeds and case counts.

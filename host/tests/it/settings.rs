@@ -422,18 +422,12 @@ fn resync(reference: &Server, ref_su: &str, ours: &Server, our_su: &str) {
 
 #[test]
 fn generated_settings_patches_match_pocketbase() {
-    let Some(ref_bin) = crate::common::reference_bin() else {
+    let Some((reference, ours)) = crate::common::reference_and_subject(false) else {
         return;
     };
     let seed = env_num("SETTINGS_SEED").unwrap_or(DEFAULT_SEED);
     let cases = env_num("SETTINGS_CASES").unwrap_or(DEFAULT_CASES);
     println!("settings differential: seed={seed:#x} cases={cases}");
-    let ref_bin = ref_bin.to_str().expect("utf-8 path").to_owned();
-    let (reference, ours) = std::thread::scope(|s| {
-        let a = s.spawn(|| Server::start_bin(&ref_bin));
-        let b = s.spawn(Server::start);
-        (a.join().unwrap(), b.join().unwrap())
-    });
     let (ref_su, our_su) = (reference.su_token(), ours.su_token());
     let mut rng = Rng::new(seed);
     let mut mismatches = Vec::new();

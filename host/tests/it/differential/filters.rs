@@ -1369,25 +1369,13 @@ fn filters_match_pocketbase() {
     let seed = super::seed();
     let n_cases = super::cases("DIFF_CASES", DEFAULT_CASES);
     let both_ref = super::both_reference();
-    let Some(ref_bin) = crate::common::reference_bin() else {
+    let Some((ref_server, sub_server)) = crate::common::reference_and_subject(both_ref) else {
         return;
     };
-    let ref_bin = ref_bin.to_str().expect("utf-8 path").to_owned();
     let subject = if both_ref { "reference#2" } else { "ferrobase" };
     println!("differential: seed={seed:#x} cases={n_cases} subject={subject}");
 
     let fx = Fixture::new();
-    let (ref_server, sub_server) = std::thread::scope(|s| {
-        let a = s.spawn(|| Server::start_bin(&ref_bin));
-        let b = s.spawn(|| {
-            if both_ref {
-                Server::start_bin(&ref_bin)
-            } else {
-                Server::start()
-            }
-        });
-        (a.join().unwrap(), b.join().unwrap())
-    });
     let ((ref_tokens, ref_errors), (sub_tokens, sub_errors)) = std::thread::scope(|s| {
         let a = s.spawn(|| seed_server(&ref_server, &fx));
         let b = s.spawn(|| seed_server(&sub_server, &fx));

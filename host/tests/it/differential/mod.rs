@@ -36,7 +36,6 @@ mod records;
 
 use crate::common::{Resp, Server};
 use serde_json::{Map, Value};
-use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -53,75 +52,10 @@ pub struct Known {
 /// The seed every suite uses unless `DIFF_SEED` says otherwise.
 pub const DEFAULT_SEED: u64 = 0x5eed_d1ff;
 
-// ---------------------------------------------------------------------------------------------
-// deterministic randomness
-
-/// xorshift64*; no dependencies, identical on every platform.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
-    }
-
-    pub fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    /// True with probability `percent`/100.
-    pub fn pct(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-
-    pub fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
-        &xs[self.below(xs.len())]
-    }
-
-    /// Up to `max` distinct elements of `xs`, in random order.
-    pub fn subset<T: Clone>(&mut self, xs: &[T], max: usize) -> Vec<T> {
-        let mut pool: Vec<T> = xs.to_vec();
-        let k = self.below(max.min(xs.len()) + 1);
-        let mut out = Vec::new();
-        for _ in 0..k {
-            let i = self.below(pool.len());
-            out.push(pool.remove(i));
-        }
-        out
-    }
-
-    /// A fresh record id (15 of `[a-z0-9]`), unique within `used`.
-    pub fn id(&mut self, used: &mut HashSet<String>) -> String {
-        const ALNUM: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-        loop {
-            let s: String = (0..15).map(|_| *self.pick(ALNUM) as char).collect();
-            if used.insert(s.clone()) {
-                return s;
-            }
-        }
-    }
-}
+pub use crate::rng::{Rng, env_num};
 
 // ---------------------------------------------------------------------------------------------
 // controls
-
-pub fn env_num(name: &str) -> Option<u64> {
-    let v = std::env::var(name).ok()?;
-    let v = v.trim();
-    let parsed = match v.strip_prefix("0x") {
-        Some(h) => u64::from_str_radix(h, 16),
-        None => v.parse(),
-    };
-    Some(parsed.unwrap_or_else(|_| panic!("{name}={v} is not a number")))
-}
 
 pub fn seed() -> u64 {
     env_num("DIFF_SEED").unwrap_or(DEFAULT_SEED)
@@ -196,20 +130,8 @@ pub struct Pair {
 
 /// Both servers started side by side, or None (with the skip message) without the reference.
 pub fn start_pair() -> Option<Pair> {
-    let ref_bin = crate::common::reference_bin()?;
-    let ref_bin = ref_bin.to_str().expect("utf-8 path").to_owned();
     let both_ref = both_reference();
-    let (reference, subject) = std::thread::scope(|s| {
-        let a = s.spawn(|| Server::start_bin(&ref_bin));
-        let b = s.spawn(|| {
-            if both_ref {
-                Server::start_bin(&ref_bin)
-            } else {
-                Server::start()
-            }
-        });
-        (a.join().unwrap(), b.join().unwrap())
-    });
+    let (reference, subject) = crate::common::reference_and_subject(both_ref)?;
     let (ref_su, sub_su) = (reference.su_token(), subject.su_token());
     Some(Pair {
         reference,
