@@ -223,7 +223,9 @@ fn inner_headers(base: &HeaderMap, own: &[(String, String)]) -> HeaderMap {
 }
 
 /// An inner request's facts, owned for as long as its access is borrowed from them.
-struct Facts {
+struct Facts<'a> {
+    /// What its method and URL ask (None: an action a batch does not run).
+    target: Option<Target<'a>>,
     headers: HeaderMap,
     query: Map<String, Value>,
 }
@@ -257,7 +259,7 @@ struct Runner<'a> {
 async fn run_one(
     run: &Runner<'_>,
     item: &Inner,
-    facts: &Facts,
+    facts: &Facts<'_>,
     first: bool,
 ) -> Result<Done, ApiError> {
     let (state, batch, who, ip, extensions) =
@@ -265,7 +267,7 @@ async fn run_one(
     // An action PocketBase's batch does not know fails as its unknown-action error does: a
     // plain error, which PocketBase answers with 400 for the first request and, passed back
     // through the previous request's handler, with 500 for any later one.
-    let t = target(&item.method, &item.url).ok_or_else(|| {
+    let t = facts.target.as_ref().ok_or_else(|| {
         if first {
             ApiError::bad_request()
         } else {
@@ -386,9 +388,13 @@ pub(crate) async fn batch(State(state): State<Shared>, request: Request) -> ApiR
     let ip = (!ip.is_empty()).then_some(ip);
     let facts: Vec<Facts> = items
         .iter()
-        .map(|item| Facts {
-            headers: inner_headers(&head.headers, &item.headers),
-            query: query_map(target(&item.method, &item.url).and_then(|t| t.query)),
+        .map(|item| {
+            let target = target(&item.method, &item.url);
+            Facts {
+                headers: inner_headers(&head.headers, &item.headers),
+                query: query_map(target.as_ref().and_then(|t| t.query)),
+                target,
+            }
         })
         .collect();
 
@@ -430,7 +436,7 @@ pub(crate) async fn batch(State(state): State<Shared>, request: Request) -> ApiR
         let body = match d.record {
             None => Value::Null,
             Some((c, saved, fields)) => {
-                let path = target(&item.method, &item.url).map_or("", |t| t.path);
+                let path = f.target.as_ref().map_or("", |t| t.path);
                 let access = Access::request(
                     who.as_ref(),
                     &item.method,

@@ -1,4 +1,5 @@
-//! Running hooks where they run: the in-transaction chain on the writer thread and the
+//! Running hooks where they run: the in-transaction chain where the write runs (the writer
+//! thread, or a batch's worker) and the
 //! after-commit dispatcher task.
 
 use super::calls::{Action, Change, HookOutcome};
@@ -48,10 +49,20 @@ pub(crate) fn run_in_transaction(
             let _ = op.reply.send(r);
         }
     };
-    handle.block_on(async move {
-        let (out, ()) = tokio::join!(calls, serve);
-        out
-    })
+    let run = move || {
+        handle.block_on(async move {
+            let (out, ()) = tokio::join!(calls, serve);
+            out
+        })
+    };
+    // On the writer thread, or on a runtime worker holding a lent transaction (a batch): a
+    // worker must first hand its other tasks on.
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(run)
+        }
+        _ => run(),
+    }
 }
 
 /// Deliver committed changes to after-commit hooks: one task, so every plugin sees them in

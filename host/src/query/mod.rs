@@ -80,7 +80,20 @@ pub(crate) struct RequestInfo {
 }
 
 pub(crate) fn qi(name: &str) -> String {
-    format!("`{}`", name.replace('`', "``"))
+    let mut out = String::with_capacity(name.len() + 2);
+    push_qi(&mut out, name);
+    out
+}
+
+/// [`qi`] appended to `out` (no string of its own: statements built per write use it).
+pub(crate) fn push_qi(out: &mut String, name: &str) {
+    out.push('`');
+    if name.contains('`') {
+        out.push_str(&name.replace('`', "``"));
+    } else {
+        out.push_str(name);
+    }
+    out.push('`');
 }
 
 /// `table.column` (or, for a multi-value column, one of its items) among `n` bound keys: how

@@ -178,67 +178,76 @@ enum Job {
     Batched(Box<dyn FnOnce(&mut Connection) -> Finish + Send>),
     /// Runs alone, outside any transaction of ours (schema changes, the CLI).
     Solo(Box<dyn FnOnce(&mut Connection) -> Finish + Send>),
-    /// A transaction held open for a [`Tx`]: its steps run as they arrive, until it commits or
-    /// is dropped. `started` hears whether BEGIN succeeded.
+    /// A transaction lent out as a [`Tx`]: the writer begins it, hands its connection to the
+    /// holder (whose steps then run on the holder's own thread, with no hop per step) and waits
+    /// for it to come back to commit or roll back. `started` hears whether BEGIN succeeded.
     Session {
-        steps: mpsc::Receiver<Step>,
-        started: oneshot::Sender<Result<()>>,
+        started: oneshot::Sender<Result<Tx>>,
     },
 }
 
-/// A step's work: it runs on the open transaction and may leave announcements.
-type StepFn = Box<dyn FnOnce(&Connection, &mut Vec<Announce>) + Send>;
-
-/// One step of a [`Tx`]: run a closure in the open transaction (it may leave announcements for
-/// after the COMMIT), or commit.
-enum Step {
-    Run(StepFn),
-    Commit(oneshot::Sender<Result<()>>),
+/// How a lent transaction ends, sent back with its connection.
+enum End {
+    /// COMMIT; then the announcements run (in step order) and `reply` hears the outcome.
+    Commit {
+        announce: Vec<Announce>,
+        reply: oneshot::Sender<Result<()>>,
+    },
+    /// ROLLBACK: the holder failed, timed out or went away.
+    Rollback,
 }
 
-/// Serve one [`Tx`]: BEGIN, its steps in order, then COMMIT (publishing the change feed and
-/// running its announcements before the committer hears back) or, when the `Tx` is dropped
-/// without committing (an error, a timeout, a client gone), ROLLBACK. Other writes wait in the
-/// queue meanwhile: the holder of a `Tx` bounds how long it keeps it.
+/// A lent connection on its way home to the writer.
+struct Back {
+    conn: Connection,
+    end: End,
+}
+
+/// Serve one [`Tx`]: BEGIN, lend the connection, and when it comes back COMMIT (publishing the
+/// change feed and running its announcements before the committer hears back) or ROLLBACK.
+/// Other writes wait in the queue meanwhile: the holder of a `Tx` bounds how long it keeps it.
+/// None only if the connection never came back (a `Tx` leaked): the writer cannot go on.
 fn run_session(
-    writer: &mut Connection,
+    writer: Connection,
     changes: &Changes,
-    steps: &mpsc::Receiver<Step>,
-    started: oneshot::Sender<Result<()>>,
-) {
+    started: oneshot::Sender<Result<Tx>>,
+) -> Option<Connection> {
     if let Err(e) = writer.execute_batch("BEGIN IMMEDIATE") {
         let _ = started.send(Err(e.into()));
-        return;
+        return Some(writer);
     }
-    if started.send(Ok(())).is_err() {
-        let _ = writer.execute_batch("ROLLBACK");
-        return;
-    }
-    let mut announce: Vec<Announce> = Vec::new();
-    loop {
-        match steps.recv() {
-            Ok(Step::Run(f)) => f(writer, &mut announce),
-            Ok(Step::Commit(reply)) => {
-                let out = writer.execute_batch("COMMIT").map_err(StoreError::from);
-                if out.is_err() && !writer.is_autocommit() {
-                    let _ = writer.execute_batch("ROLLBACK");
-                }
-                changes.publish();
-                if out.is_ok() {
-                    for a in announce {
-                        a();
-                    }
-                }
-                let _ = reply.send(out);
-                return;
+    let (back, home) = mpsc::sync_channel(1);
+    let tx = Tx {
+        conn: Mutex::new(Some(writer)),
+        announce: Mutex::new(Vec::new()),
+        back,
+    };
+    // A holder already gone drops the Tx here, which sends the connection home to roll back.
+    drop(started.send(Ok(tx)));
+    let Ok(Back { conn, end }) = home.recv() else {
+        tracing::error!("the write connection lent to a transaction never came back");
+        return None;
+    };
+    match end {
+        End::Commit { announce, reply } => {
+            let out = conn.execute_batch("COMMIT").map_err(StoreError::from);
+            if out.is_err() && !conn.is_autocommit() {
+                let _ = conn.execute_batch("ROLLBACK");
             }
-            Err(_) => {
-                let _ = writer.execute_batch("ROLLBACK");
-                changes.publish();
-                return;
+            changes.publish();
+            if out.is_ok() {
+                for a in announce {
+                    a();
+                }
             }
+            let _ = reply.send(out);
+        }
+        End::Rollback => {
+            let _ = conn.execute_batch("ROLLBACK");
+            changes.publish();
         }
     }
+    Some(conn)
 }
 
 /// Run one job by itself: it is committed when it returns, so publish, then reply.
@@ -259,23 +268,28 @@ const MAX_BATCH: usize = 64;
 /// one after the other inside one transaction, each in its own savepoint (a failing job rolls
 /// back only itself), and one COMMIT makes them all durable. Only then do the callers hear
 /// back, after the change feed has published what the batch touched.
-fn writer_loop(writer: &mut Connection, rx: &mpsc::Receiver<Job>, changes: &Changes) {
+fn writer_loop(
+    mut conn: Connection,
+    rx: &mpsc::Receiver<Job>,
+    changes: &Changes,
+) -> Option<Connection> {
     let mut next: Option<Job> = None;
     loop {
         let job = match next.take() {
             Some(j) => j,
             None => match rx.recv() {
                 Ok(j) => j,
-                Err(_) => return,
+                Err(_) => return Some(conn),
             },
         };
+        let writer = &mut conn;
         let first = match job {
             Job::Solo(f) => {
                 run_alone(writer, changes, f);
                 continue;
             }
-            Job::Session { steps, started } => {
-                run_session(writer, changes, &steps, started);
+            Job::Session { started } => {
+                conn = run_session(conn, changes, started)?;
                 continue;
             }
             Job::Batched(f) => f,
@@ -311,17 +325,21 @@ fn writer_loop(writer: &mut Connection, rx: &mpsc::Receiver<Job>, changes: &Chan
     }
 }
 
-/// A transaction held open on the writer thread, for writes that must see each other and
-/// commit or roll back together (a batch). Steps run in order; each keeps its changes in its
-/// own savepoint as ordinary writes do. `commit` makes them durable and announces them; dropping
-/// the `Tx` without committing rolls everything back. The writer serves nothing else while a
-/// `Tx` is open, so its holder must bound its life (the batch's timeout).
+/// A transaction lent by the writer, for writes that must see each other and commit or roll
+/// back together (a batch). Its steps run right here, on the holder's thread, in the order they
+/// are called; each keeps its changes in its own savepoint as ordinary writes do. `commit` sends
+/// the connection home to make them durable and announce them; dropping the `Tx` without
+/// committing sends it home to roll everything back. The writer serves nothing else while a
+/// `Tx` is out, so its holder must bound its life (the batch's timeout).
 pub(crate) struct Tx {
-    steps: mpsc::Sender<Step>,
+    /// The lent connection; None once it has gone home.
+    conn: Mutex<Option<Connection>>,
+    announce: Mutex<Vec<Announce>>,
+    back: mpsc::SyncSender<Back>,
 }
 
 impl Tx {
-    /// Run `f` in the transaction and wait for its result.
+    /// Run `f` in the transaction.
     pub(crate) async fn run<R, F>(&self, f: F) -> Result<R>
     where
         F: FnOnce(Conn<'_>) -> Result<R> + Send + 'static,
@@ -337,28 +355,55 @@ impl Tx {
         F: FnOnce(Conn<'_>) -> Result<R> + Send + 'static,
         R: Send + 'static,
     {
-        let (reply, rx) = oneshot::channel();
-        self.steps
-            .send(Step::Run(Box::new(move |conn, announce| {
-                let out = f(Conn(conn));
-                if let (Ok(r), Some(hook)) = (&out, on_commit)
-                    && let Some(a) = hook(r)
-                {
-                    announce.push(a);
-                }
-                let _ = reply.send(out);
-            })))
-            .map_err(|_| StoreError::WriterGone)?;
-        rx.await.map_err(|_| StoreError::WriterGone)?
+        let guard = self.conn.lock().map_err(|_| StoreError::WriterGone)?;
+        let conn = guard.as_ref().ok_or(StoreError::WriterGone)?;
+        let out = f(Conn(conn));
+        drop(guard);
+        if let (Ok(r), Some(hook)) = (&out, on_commit)
+            && let Some(a) = hook(r)
+        {
+            self.announce
+                .lock()
+                .map_err(|_| StoreError::WriterGone)?
+                .push(a);
+        }
+        out
+    }
+
+    /// The connection, taken to send it home (None when it already went).
+    fn take(&mut self) -> Option<Connection> {
+        self.conn
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
     }
 
     /// Commit every step; announcements run, then this returns.
-    pub(crate) async fn commit(self) -> Result<()> {
+    pub(crate) async fn commit(mut self) -> Result<()> {
+        let conn = self.take().ok_or(StoreError::WriterGone)?;
+        let announce = std::mem::take(
+            self.announce
+                .get_mut()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
         let (reply, rx) = oneshot::channel();
-        self.steps
-            .send(Step::Commit(reply))
+        let end = End::Commit { announce, reply };
+        self.back
+            .send(Back { conn, end })
             .map_err(|_| StoreError::WriterGone)?;
         rx.await.map_err(|_| StoreError::WriterGone)?
+    }
+}
+
+impl Drop for Tx {
+    /// Not committed: home to roll back.
+    fn drop(&mut self) {
+        if let Some(conn) = self.take() {
+            let _ = self.back.send(Back {
+                conn,
+                end: End::Rollback,
+            });
+        }
     }
 }
 
@@ -525,9 +570,10 @@ impl Store {
             .stack_size(crate::THREAD_STACK_BYTES)
             .spawn(move || {
                 crate::batch_thread();
-                writer_loop(&mut writer, &rx, &feed);
                 // Last act before the process lets go of the file: fold the WAL back in.
-                let _ = writer.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+                if let Some(writer) = writer_loop(writer, &rx, &feed) {
+                    let _ = writer.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+                }
             })?;
 
         Ok(Self {
@@ -611,14 +657,12 @@ impl Store {
         rx.await.map_err(|_| StoreError::WriterGone)?
     }
 
-    /// Open a transaction on the writer for steps that depend on each other's results (a
-    /// batch): see [`Tx`]. Waits until the writer has begun it.
+    /// Borrow the writer's connection in an open transaction, for steps that depend on each
+    /// other's results (a batch): see [`Tx`]. Waits for the writes queued before it.
     pub(crate) async fn begin(&self) -> Result<Tx> {
-        let (steps, rx) = mpsc::channel();
         let (started, begun) = oneshot::channel();
-        self.send(Job::Session { steps: rx, started })?;
-        begun.await.map_err(|_| StoreError::WriterGone)??;
-        Ok(Tx { steps })
+        self.send(Job::Session { started })?;
+        begun.await.map_err(|_| StoreError::WriterGone)?
     }
 
     /// Run `f` alone on the writer (no group commit, no transaction of ours around it).

@@ -4,6 +4,7 @@ use super::Conn;
 use super::ddl::q;
 use super::{Result, StoreError};
 use crate::query::Select;
+use crate::query::push_qi;
 use crate::schema::value::Stored;
 use crate::schema::{Collection, FieldType, Schema};
 use rusqlite::types::{ToSqlOutput, ValueRef};
@@ -38,13 +39,16 @@ fn stored_of(v: ValueRef<'_>) -> Stored {
     }
 }
 
-fn columns(c: &Collection) -> String {
-    let t = q(&c.name);
-    c.fields
-        .iter()
-        .map(|f| format!("{t}.{}", q(&f.name)))
-        .collect::<Vec<_>>()
-        .join(", ")
+/// `table.col, table.col, ...` for every field of `c`, appended to `sql`.
+fn push_columns(sql: &mut String, c: &Collection) {
+    for (i, f) in c.fields.iter().enumerate() {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        push_qi(sql, &c.name);
+        sql.push('.');
+        push_qi(sql, &f.name);
+    }
 }
 
 fn read_row(c: &Collection, r: &rusqlite::Row<'_>) -> rusqlite::Result<StoreRecord> {
@@ -56,8 +60,16 @@ fn read_row(c: &Collection, r: &rusqlite::Row<'_>) -> rusqlite::Result<StoreReco
 /// `SELECT [DISTINCT] <columns> FROM <table><joins> [WHERE ..] [ORDER BY ..] LIMIT ? OFFSET ?`.
 fn select_sql(c: &Collection, joins: &str, where_sql: &str, order_sql: &str) -> String {
     // Joins can repeat a row; PocketBase de-duplicates with DISTINCT only then.
-    let distinct = if joins.is_empty() { "" } else { "DISTINCT " };
-    let mut sql = format!("SELECT {distinct}{} FROM {}{joins}", columns(c), q(&c.name));
+    let mut sql = String::with_capacity(64 * (c.fields.len() + 2) + where_sql.len() + joins.len());
+    sql.push_str(if joins.is_empty() {
+        "SELECT "
+    } else {
+        "SELECT DISTINCT "
+    });
+    push_columns(&mut sql, c);
+    sql.push_str(" FROM ");
+    push_qi(&mut sql, &c.name);
+    sql.push_str(joins);
     if !where_sql.is_empty() {
         sql.push_str(" WHERE ");
         sql.push_str(where_sql);
@@ -144,10 +156,11 @@ pub(crate) fn page_and_total(
         return Ok((Vec::new(), total));
     }
     let marks = vec!["?"; page.len()].join(", ");
-    let by_rowid = format!(
-        "SELECT {}, {t}.`_rowid_` FROM {t} WHERE {t}.`_rowid_` IN ({marks})",
-        columns(c)
-    );
+    let mut by_rowid = String::from("SELECT ");
+    push_columns(&mut by_rowid, c);
+    by_rowid.push_str(&format!(
+        ", {t}.`_rowid_` FROM {t} WHERE {t}.`_rowid_` IN ({marks})"
+    ));
     let mut stmt = conn.prepare_cached(&by_rowid)?;
     let ids: Vec<&dyn ToSql> = page.iter().map(|i| i as &dyn ToSql).collect();
     let n = c.fields.len();
@@ -194,7 +207,9 @@ pub(crate) fn get(
     extra: Option<&Select>,
 ) -> Result<Option<StoreRecord>> {
     let conn = conn.0;
-    let cond = format!("{}.`id` = ?", q(&c.name));
+    let mut cond = String::with_capacity(c.name.len() + 12);
+    push_qi(&mut cond, &c.name);
+    cond.push_str(".`id` = ?");
     let (joins, where_sql, mut params): (&str, String, Vec<&dyn ToSql>) = match extra {
         Some(sel) if !sel.where_sql.is_empty() => (
             &sel.joins,
@@ -425,14 +440,21 @@ pub(crate) fn insert(
             return Err(StoreError::AuthIdTaken);
         }
     }
-    let cols: Vec<String> = row.iter().map(|(i, _)| q(&c.fields[*i].name)).collect();
-    let marks: Vec<&str> = row.iter().map(|_| "?").collect();
-    let sql = format!(
-        "INSERT INTO {} ({}) VALUES ({})",
-        q(&c.name),
-        cols.join(", "),
-        marks.join(", ")
-    );
+    let mut sql = String::with_capacity(32 * (row.len() + 1));
+    sql.push_str("INSERT INTO ");
+    push_qi(&mut sql, &c.name);
+    sql.push_str(" (");
+    for (n, (i, _)) in row.iter().enumerate() {
+        if n > 0 {
+            sql.push_str(", ");
+        }
+        push_qi(&mut sql, &c.fields[*i].name);
+    }
+    sql.push_str(") VALUES (");
+    for n in 0..row.len() {
+        sql.push_str(if n > 0 { ", ?" } else { "?" });
+    }
+    sql.push(')');
     let params: Vec<&dyn ToSql> = row.iter().map(|(_, v)| v as &dyn ToSql).collect();
     conn.prepare_cached(&sql)?
         .execute(params.as_slice())
