@@ -11,6 +11,7 @@ pub(crate) fn store_config(cfg: &Config) -> StoreConfig {
     StoreConfig {
         cache_size_kib: cfg.store.cache_size_kib,
         journal_size_limit: cfg.store.journal_size_limit,
+        wal_autocheckpoint: cfg.store.wal_autocheckpoint,
         busy_timeout_ms: cfg.store.busy_timeout_ms,
         n_readers: cfg.n_readers(),
     }

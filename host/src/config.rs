@@ -131,6 +131,7 @@ pub(crate) struct StoreSection {
     pub dir: PathBuf,
     pub cache_size_kib: i64,
     pub journal_size_limit: i64,
+    pub wal_autocheckpoint: i64,
     pub busy_timeout_ms: u64,
     pub readers: usize,
 }
@@ -194,6 +195,7 @@ impl Default for StoreSection {
             dir: PathBuf::from("pb_data"),
             cache_size_kib: 4_000,
             journal_size_limit: 200_000_000,
+            wal_autocheckpoint: 1_000,
             busy_timeout_ms: 10_000,
             readers: 0,
         }

@@ -34,42 +34,44 @@ struct Inner {
     body: Map<String, Value>,
 }
 
-/// A key of a bound object as Go's JSON binding finds it: the exact name, else one equal
+/// The key of a bound object as Go's JSON binding finds `name`: the exact name, else one equal
 /// ignoring case; two candidates for one name refuse the body.
-fn key<'a>(m: &'a Map<String, Value>, name: &str) -> Result<Option<&'a Value>, ()> {
-    if let Some(v) = m.get(name) {
-        return Ok(Some(v));
+fn key_of(m: &Map<String, Value>, name: &str) -> Result<Option<String>, ()> {
+    if m.contains_key(name) {
+        return Ok(Some(name.to_owned()));
     }
-    let mut found = m
-        .iter()
-        .filter(|(k, _)| k.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v);
+    let mut found = m.keys().filter(|k| k.eq_ignore_ascii_case(name));
     match (found.next(), found.next()) {
-        (Some(v), None) => Ok(Some(v)),
+        (Some(k), None) => Ok(Some(k.clone())),
         (None, _) => Ok(None),
         (Some(_), Some(_)) => Err(()),
     }
 }
 
-fn text(v: Option<&Value>) -> Result<String, ()> {
+/// [`key_of`]'s value, taken out of the object (the bodies are moved, not copied).
+fn take(m: &mut Map<String, Value>, name: &str) -> Result<Option<Value>, ()> {
+    Ok(key_of(m, name)?.and_then(|k| m.remove(&k)))
+}
+
+fn text(v: Option<Value>) -> Result<String, ()> {
     match v {
         None | Some(Value::Null) => Ok(String::new()),
-        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Value::String(s)) => Ok(s),
         Some(_) => Err(()),
     }
 }
 
 /// Bind `{"requests": [{method, url, headers, body}, ...]}` with PocketBase's types: a wrong
 /// type anywhere refuses the whole body.
-fn bind(data: &Map<String, Value>) -> Result<Vec<Inner>, ()> {
-    let items = match key(data, "requests")? {
+fn bind(mut data: Map<String, Value>) -> Result<Vec<Inner>, ()> {
+    let items = match take(&mut data, "requests")? {
         None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::Array(a)) => a,
         Some(_) => return Err(()),
     };
     let mut out = Vec::with_capacity(items.len());
     for item in items {
-        let m = match item {
+        let mut m = match item {
             // PocketBase answers 500 for a null item; an empty one is refused as invalid here.
             Value::Null => {
                 out.push(Inner::default());
@@ -78,22 +80,22 @@ fn bind(data: &Map<String, Value>) -> Result<Vec<Inner>, ()> {
             Value::Object(m) => m,
             _ => return Err(()),
         };
-        let headers = match key(m, "headers")? {
+        let headers = match take(&mut m, "headers")? {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Object(h)) => h
-                .iter()
-                .map(|(k, v)| Ok((k.clone(), text(Some(v))?)))
+                .into_iter()
+                .map(|(k, v)| Ok((k, text(Some(v))?)))
                 .collect::<Result<_, ()>>()?,
             Some(_) => return Err(()),
         };
-        let body = match key(m, "body")? {
+        let body = match take(&mut m, "body")? {
             None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(b)) => b.clone(),
+            Some(Value::Object(b)) => b,
             Some(_) => return Err(()),
         };
         out.push(Inner {
-            method: text(key(m, "method")?)?,
-            url: text(key(m, "url")?)?,
+            method: text(take(&mut m, "method")?)?,
+            url: text(take(&mut m, "url")?)?,
             headers,
             body,
         });
@@ -373,7 +375,7 @@ pub(crate) async fn batch(State(state): State<Shared>, request: Request) -> ApiR
         .await
         .map_err(|e| e.answer(MSG_READ_FAILED, MSG_READ_FAILED))?;
     check_files(&parsed)?;
-    let items = bind(&parsed.data).map_err(|()| ApiError::bad(MSG_READ_FAILED))?;
+    let items = bind(parsed.data).map_err(|()| ApiError::bad(MSG_READ_FAILED))?;
     let max = usize::try_from(limits.max_requests).unwrap_or(usize::MAX);
     if let Some(data) = validate(&items, max) {
         return Err(ApiError::with_data(
@@ -490,7 +492,7 @@ mod tests {
             let Value::Object(m) = serde_json::from_str::<Value>(s).unwrap() else {
                 panic!()
             };
-            bind(&m)
+            bind(m)
         };
         assert!(bind_json(r#"{"requests": 5}"#).is_err());
         assert!(bind_json(r#"{"requests": [5]}"#).is_err());

@@ -23,6 +23,7 @@ async fn fixture(rules: serde_json::Value) -> Fixture {
     let cfg = StoreConfig {
         cache_size_kib: 2000,
         journal_size_limit: 1 << 20,
+        wal_autocheckpoint: 1_000,
         busy_timeout_ms: 5000,
         n_readers: 2,
     };

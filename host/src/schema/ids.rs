@@ -103,13 +103,52 @@ pub(crate) fn now() -> String {
     format_time(chrono::Utc::now())
 }
 
+/// PocketBase's datetime text, `2006-01-02 15:04:05.000Z` (written out by hand: chrono's
+/// format string is parsed again on every call, and every write stamps two of these).
 pub(crate) fn format_time(t: chrono::DateTime<chrono::Utc>) -> String {
-    t.format("%Y-%m-%d %H:%M:%S%.3fZ").to_string()
+    use chrono::{Datelike, Timelike};
+    use std::fmt::Write as _;
+    let year = t.year();
+    if !(0..=9999).contains(&year) {
+        return t.format("%Y-%m-%d %H:%M:%S%.3fZ").to_string();
+    }
+    let mut s = String::with_capacity(24);
+    let _ = write!(
+        s,
+        "{year:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:03}Z",
+        t.month(),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second(),
+        // A leap second's nanoseconds run past 999,999,999; chrono's %.3f shows them the same.
+        (t.nanosecond() / 1_000_000) % 1000
+    );
+    s
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_are_written_as_chronos_format_writes_them() {
+        use chrono::TimeZone;
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        for _ in 0..2000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let secs = (seed % 400_000_000_000) as i64 - 62_000_000_000;
+            let nanos = ((seed >> 20) % 1_000_000_000) as u32;
+            let t = chrono::Utc.timestamp_opt(secs, nanos).unwrap();
+            assert_eq!(
+                format_time(t),
+                t.format("%Y-%m-%d %H:%M:%S%.3fZ").to_string(),
+                "{secs} {nanos}"
+            );
+        }
+    }
 
     #[test]
     fn generated_values_match_their_pattern() {

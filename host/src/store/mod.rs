@@ -155,6 +155,7 @@ pub(crate) type Result<T> = std::result::Result<T, StoreError>;
 pub(crate) struct StoreConfig {
     pub cache_size_kib: i64,
     pub journal_size_limit: i64,
+    pub wal_autocheckpoint: i64,
     pub busy_timeout_ms: u64,
     pub n_readers: usize,
 }
@@ -425,6 +426,7 @@ fn configure(conn: &Connection, cfg: &StoreConfig, writer: bool) -> rusqlite::Re
         // WAL lets readers run while the single writer commits; it is a property of the file.
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "journal_size_limit", cfg.journal_size_limit)?;
+        conn.pragma_update(None, "wal_autocheckpoint", cfg.wal_autocheckpoint)?;
     }
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
@@ -787,6 +789,7 @@ mod tests {
         StoreConfig {
             cache_size_kib: 16000,
             journal_size_limit: 200_000_000,
+            wal_autocheckpoint: 1_000,
             busy_timeout_ms: 10_000,
             n_readers: 2,
         }

@@ -427,6 +427,41 @@ pub(crate) fn insert(
     row: &[(usize, Stored)],
 ) -> Result<()> {
     let conn = conn.0;
+    check_auth_id(conn, schema, c, row)?;
+    let sql = insert_sql(c, row);
+    let params: Vec<&dyn ToSql> = row.iter().map(|(_, v)| v as &dyn ToSql).collect();
+    conn.prepare_cached(&sql)?
+        .execute(params.as_slice())
+        .map_err(StoreError::classify)?;
+    Ok(())
+}
+
+/// [`insert`], answering the row as stored (defaults filled, column affinities applied) from
+/// the same statement, as a `get` after it would.
+pub(crate) fn insert_returning(
+    conn: Conn<'_>,
+    schema: &Schema,
+    c: &Collection,
+    row: &[(usize, Stored)],
+) -> Result<StoreRecord> {
+    let conn = conn.0;
+    check_auth_id(conn, schema, c, row)?;
+    let mut sql = insert_sql(c, row);
+    sql.push_str(" RETURNING ");
+    push_columns(&mut sql, c);
+    let params: Vec<&dyn ToSql> = row.iter().map(|(_, v)| v as &dyn ToSql).collect();
+    conn.prepare_cached(&sql)?
+        .query_row(params.as_slice(), |r| read_row(c, r))
+        .map_err(StoreError::classify)
+}
+
+/// An auth record's id must not be used by another auth collection's record.
+fn check_auth_id(
+    conn: &Connection,
+    schema: &Schema,
+    c: &Collection,
+    row: &[(usize, Stored)],
+) -> Result<()> {
     if c.is_auth() {
         let id = row
             .iter()
@@ -440,6 +475,11 @@ pub(crate) fn insert(
             return Err(StoreError::AuthIdTaken);
         }
     }
+    Ok(())
+}
+
+/// `INSERT INTO <table> (<the row's columns>) VALUES (?, ...)`.
+fn insert_sql(c: &Collection, row: &[(usize, Stored)]) -> String {
     let mut sql = String::with_capacity(32 * (row.len() + 1));
     sql.push_str("INSERT INTO ");
     push_qi(&mut sql, &c.name);
@@ -455,11 +495,7 @@ pub(crate) fn insert(
         sql.push_str(if n > 0 { ", ?" } else { "?" });
     }
     sql.push(')');
-    let params: Vec<&dyn ToSql> = row.iter().map(|(_, v)| v as &dyn ToSql).collect();
-    conn.prepare_cached(&sql)?
-        .execute(params.as_slice())
-        .map_err(StoreError::classify)?;
-    Ok(())
+    sql
 }
 
 pub(crate) fn update(
@@ -634,6 +670,7 @@ mod tests {
         let cfg = StoreConfig {
             cache_size_kib: 1000,
             journal_size_limit: 1 << 20,
+            wal_autocheckpoint: 1_000,
             busy_timeout_ms: 1000,
             n_readers: 1,
         };
@@ -677,6 +714,7 @@ mod tests {
         let cfg = StoreConfig {
             cache_size_kib: 1000,
             journal_size_limit: 1 << 20,
+            wal_autocheckpoint: 1_000,
             busy_timeout_ms: 1000,
             n_readers: 1,
         };

@@ -412,6 +412,7 @@ impl PluginFixture {
         let cfg = StoreConfig {
             cache_size_kib: 16000,
             journal_size_limit: 200_000_000,
+            wal_autocheckpoint: 1_000,
             busy_timeout_ms: 10_000,
             n_readers: 2,
         };

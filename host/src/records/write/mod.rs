@@ -149,14 +149,20 @@ impl Prepared {
             return Ok(WriteOutcome::MissingRelations(missing));
         }
         conn.savepoint(|tx| {
-            if self.action == Action::Create {
-                store_records::insert(tx, schema, c, &self.row)?;
+            let saved = if self.action == Action::Create && self.rule.is_none() {
+                // No rule to look through: the insert itself answers the stored row.
+                Some(store_records::insert_returning(tx, schema, c, &self.row)?)
             } else {
-                store_records::update(tx, c, &self.id, &self.row)?;
-            }
-            // PocketBase checks a create rule against the would-be record: insert, look, and
-            // roll back when the rule does not hold.
-            let Some(saved) = store_records::get(tx, c, &self.id, self.rule.as_ref())? else {
+                if self.action == Action::Create {
+                    store_records::insert(tx, schema, c, &self.row)?;
+                } else {
+                    store_records::update(tx, c, &self.id, &self.row)?;
+                }
+                // PocketBase checks a create rule against the would-be record: insert, look,
+                // and roll back when the rule does not hold.
+                store_records::get(tx, c, &self.id, self.rule.as_ref())?
+            };
+            let Some(saved) = saved else {
                 return Ok(Keep::Rollback(WriteOutcome::RuleFailed));
             };
             if let Some(hooks) = self.in_tx
