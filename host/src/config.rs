@@ -195,7 +195,7 @@ impl Default for StoreSection {
             dir: PathBuf::from("pb_data"),
             cache_size_kib: 4_000,
             journal_size_limit: 200_000_000,
-            wal_autocheckpoint: 1_000,
+            wal_autocheckpoint: 10_000,
             busy_timeout_ms: 10_000,
             readers: 0,
         }
