@@ -698,6 +698,12 @@ const EMPTY_JSON: &[&str] = &["null", "\"\"", "[]", "{}", ""];
 /// The longest password bcrypt takes, in bytes.
 const BCRYPT_MAX_BYTES: usize = 72;
 
+/// Whether bcrypt can hash this plaintext (PocketBase hashes a password the moment it is set,
+/// and bcrypt refuses more than 72 bytes).
+pub(crate) fn password_hashable(plain: &str) -> bool {
+    plain.len() <= BCRYPT_MAX_BYTES
+}
+
 /// Validate a coerced value against its field's options, in PocketBase's order and words per
 /// type. Relation existence and uniqueness need the database and are checked by the caller.
 pub(crate) fn validate(f: &Field, v: &Value) -> Option<Value> {
@@ -742,7 +748,7 @@ pub(crate) fn validate(f: &Field, v: &Value) -> Option<Value> {
         FieldType::Password => {
             // A new plaintext (an unchanged password is its stored hash, not validated).
             let s = v.as_str().unwrap_or("");
-            if s.len() > BCRYPT_MAX_BYTES {
+            if !password_hashable(s) {
                 return Some(verr("validation_invalid_value", "Invalid value."));
             }
             if s.is_empty() {
