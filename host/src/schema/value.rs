@@ -807,8 +807,10 @@ pub(crate) fn validate(f: &Field, v: &Value) -> Option<Value> {
             if n == 0.0 {
                 return if f.required { required() } else { None };
             }
-            // Go's `float64(int64(n)) != n`: fractions, and values beyond 64-bit integers.
-            if f.opt_bool("onlyInt") && (n.fract() != 0.0 || n.abs() >= 9.223_372_036_854_776e18) {
+            // Go's `float64(int64(n)) != n`: fractions, and values outside int64's range
+            // [-2^63, 2^63) (their conversion gives -2^63, which is itself in range).
+            const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+            if f.opt_bool("onlyInt") && (n.fract() != 0.0 || !(-TWO_63..TWO_63).contains(&n)) {
                 return Some(verr(
                     "validation_only_int_constraint",
                     "Decimal numbers are not allowed.",
@@ -1289,6 +1291,20 @@ mod tests {
         assert_eq!(
             validate(&g, &json!({"lon":200,"lat":0})).unwrap()["code"],
             "validation_invalid_longitude"
+        );
+    }
+
+    #[test]
+    fn only_int_admits_minus_two_to_the_63_as_go_converts_it() {
+        let n = field(json!({"name": "n", "type": "number", "onlyInt": true}));
+        assert!(validate(&n, &json!(-9_223_372_036_854_775_807_i64)).is_none());
+        assert_eq!(
+            validate(&n, &json!(9_223_372_036_854_775_807_i64)).unwrap()["code"],
+            "validation_only_int_constraint"
+        );
+        assert_eq!(
+            validate(&n, &json!(-1e19)).unwrap()["code"],
+            "validation_only_int_constraint"
         );
     }
 

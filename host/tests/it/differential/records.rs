@@ -564,6 +564,9 @@ fn record_writes_match_pocketbase() {
         emails: 0,
     };
     let mut findings = Vec::new();
+    // Records whose state a mismatch made differ, with that first mismatch's explanation.
+    let mut diverged: std::collections::HashMap<String, Option<&'static Known>> =
+        Default::default();
     let mut statuses: std::collections::BTreeMap<String, usize> = Default::default();
     let mut time_by: std::collections::BTreeMap<String, f64> = Default::default();
     for i in 0..n_cases {
@@ -643,12 +646,33 @@ fn record_writes_match_pocketbase() {
         }
         if !details.is_empty() {
             let text = case.text();
+            let record = case.id.clone().or_else(|| {
+                case.body
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            });
+            // A write on a record an earlier mismatch already left different on the two sides
+            // is a follow-on, explained by that first mismatch (known or not).
+            let cause = record.as_ref().and_then(|r| diverged.get(r).copied());
+            let known = match cause {
+                Some(first) => first,
+                None => super::known_finding(KNOWN, KNOWN_DETAILS, &text, &details),
+            };
+            let state_differs = (a.status < 300) != (b.status < 300)
+                || details.iter().any(|d| d.starts_with("stored"));
+            if let Some(r) = record
+                && cause.is_none()
+                && state_differs
+            {
+                diverged.insert(r, known);
+            }
             findings.push(Finding {
                 case: i,
-                known: super::known_finding(KNOWN, KNOWN_DETAILS, &text, &details),
+                known,
                 text,
                 details,
-                follow_on: false,
+                follow_on: cause.is_some(),
             });
         }
     }
