@@ -154,16 +154,21 @@ pub(crate) async fn parse(
     }
     if ct.starts_with("application/x-www-form-urlencoded") {
         let mut data = Map::new();
+        let mut payloads = Vec::new();
         for (k, v) in url_pairs(&String::from_utf8_lossy(&bytes)) {
             if k == "@jsonPayload" {
-                // As in a multipart body: a JSON object merged in, anything else refused.
-                match parse_json_body(v.as_bytes()) {
-                    Ok(Value::Object(m)) => data.extend(m),
-                    _ => return Err(BindError::Malformed),
-                }
+                payloads.push(v);
                 continue;
             }
             push(&mut data, k, infer(&v));
+        }
+        // As in a multipart body: each JSON object merged in after the plain values, anything
+        // else refused.
+        for v in payloads {
+            match parse_json_body(v.as_bytes()) {
+                Ok(Value::Object(m)) => data.extend(m),
+                _ => return Err(BindError::Malformed),
+            }
         }
         return Ok(Parsed {
             data,
@@ -222,6 +227,8 @@ async fn parse_multipart(ct: &str, bytes: bytes::Bytes) -> Result<Parsed, BindEr
     let mut mp = multer::Multipart::new(stream, boundary);
     let mut data = Map::new();
     let mut has_files = false;
+    // PocketBase reads every plain part first and `@jsonPayload` on top, wherever it stood.
+    let mut payloads = Vec::new();
     while let Some(field) = mp.next_field().await.map_err(|_| BindError::Malformed)? {
         let name = field.name().unwrap_or("").to_owned();
         if field.file_name().is_some() {
@@ -232,16 +239,19 @@ async fn parse_multipart(ct: &str, bytes: bytes::Bytes) -> Result<Parsed, BindEr
         let raw = field.bytes().await.map_err(|_| BindError::Malformed)?;
         let text = lossy_utf8(&raw);
         if name == "@jsonPayload" {
-            match parse_json_body(text.as_bytes()) {
-                Ok(Value::Object(m)) => {
-                    for (k, v) in m {
-                        data.insert(k, v);
-                    }
-                }
-                _ => return Err(BindError::Malformed),
-            }
+            payloads.push(text);
         } else {
             push(&mut data, name, infer(&text));
+        }
+    }
+    for text in payloads {
+        match parse_json_body(text.as_bytes()) {
+            Ok(Value::Object(m)) => {
+                for (k, v) in m {
+                    data.insert(k, v);
+                }
+            }
+            _ => return Err(BindError::Malformed),
         }
     }
     Ok(Parsed { data, has_files })
@@ -284,6 +294,20 @@ mod tests {
         assert_eq!(infer("1e3"), Value::from("1e3"));
         assert_eq!(infer("true"), Value::Bool(true));
         assert_eq!(infer(""), Value::from(""));
+    }
+
+    #[tokio::test]
+    async fn json_payload_overrides_plain_parts_sent_after_it() {
+        let body = "--b\r\nContent-Disposition: form-data; name=\"@jsonPayload\"\r\n\r\n\
+            {\"nick\":\"from payload\",\"n\":1}\r\n--b\r\nContent-Disposition: form-data; \
+            name=\"nick\"\r\n\r\nplain\r\n--b\r\nContent-Disposition: form-data; \
+            name=\"age\"\r\n\r\n7\r\n--b--\r\n";
+        let p = parse_multipart("multipart/form-data; boundary=b", body.into())
+            .await
+            .expect("parses");
+        assert_eq!(p.data["nick"], "from payload");
+        assert_eq!(p.data["n"], 1);
+        assert_eq!(p.data["age"], 7);
     }
 
     #[test]

@@ -204,3 +204,39 @@ async fn views_are_refused_for_every_write() {
     let r = w.delete(&v, "x".repeat(15)).await;
     assert!(matches!(r, Err(RecordError::Refused(_))));
 }
+
+#[tokio::test]
+async fn a_password_bcrypt_refuses_ends_a_guest_create_before_its_field_errors() {
+    // PocketBase hashes a password as it loads the body; a non-superuser's create then exports
+    // the would-be record to check the create rule and the hash's error answers alone.
+    let f = fixture(json!({"createRule": "", "fields": [
+        {"name": "title", "type": "text", "required": true},
+        {"name": "pw", "type": "password", "cost": 4}]}))
+    .await;
+    let long = "é".repeat(40); // 80 bytes, 40 characters
+    let g = guest();
+    let refused = Writer::new(&f.records, &g)
+        .create(&f.notes, &body(json!({"title": "", "pw": long})))
+        .await;
+    assert!(
+        matches!(refused, Err(RecordError::Refused(MSG_CREATE_FAILED))),
+        "{refused:?}"
+    );
+    let system = Access::system(0);
+    match Writer::new(&f.records, &system)
+        .create(&f.notes, &body(json!({"title": "", "pw": long})))
+        .await
+    {
+        Err(RecordError::Invalid { data, .. }) => {
+            assert_eq!(data["pw"]["code"], "validation_invalid_value");
+            assert_eq!(data["title"]["code"], "validation_required");
+        }
+        other => panic!("the system sees the field errors: {other:?}"),
+    }
+    let short = "é".repeat(36); // 72 bytes: bcrypt takes it
+    Writer::new(&f.records, &g)
+        .create(&f.notes, &body(json!({"title": "t", "pw": short})))
+        .await
+        .expect("72 bytes hash");
+    assert_eq!(titles(&f).await, ["t"]);
+}

@@ -698,6 +698,12 @@ const EMPTY_JSON: &[&str] = &["null", "\"\"", "[]", "{}", ""];
 /// The longest password bcrypt takes, in bytes.
 const BCRYPT_MAX_BYTES: usize = 72;
 
+/// Whether bcrypt can hash this plaintext (PocketBase hashes a password the moment it is set,
+/// and bcrypt refuses more than 72 bytes).
+pub(crate) fn password_hashable(plain: &str) -> bool {
+    plain.len() <= BCRYPT_MAX_BYTES
+}
+
 /// Validate a coerced value against its field's options, in PocketBase's order and words per
 /// type. Relation existence and uniqueness need the database and are checked by the caller.
 pub(crate) fn validate(f: &Field, v: &Value) -> Option<Value> {
@@ -742,7 +748,7 @@ pub(crate) fn validate(f: &Field, v: &Value) -> Option<Value> {
         FieldType::Password => {
             // A new plaintext (an unchanged password is its stored hash, not validated).
             let s = v.as_str().unwrap_or("");
-            if s.len() > BCRYPT_MAX_BYTES {
+            if !password_hashable(s) {
                 return Some(verr("validation_invalid_value", "Invalid value."));
             }
             if s.is_empty() {
@@ -801,8 +807,10 @@ pub(crate) fn validate(f: &Field, v: &Value) -> Option<Value> {
             if n == 0.0 {
                 return if f.required { required() } else { None };
             }
-            // Go's `float64(int64(n)) != n`: fractions, and values beyond 64-bit integers.
-            if f.opt_bool("onlyInt") && (n.fract() != 0.0 || n.abs() >= 9.223_372_036_854_776e18) {
+            // Go's `float64(int64(n)) != n`: fractions, and values outside int64's range
+            // [-2^63, 2^63) (their conversion gives -2^63, which is itself in range).
+            const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+            if f.opt_bool("onlyInt") && (n.fract() != 0.0 || !(-TWO_63..TWO_63).contains(&n)) {
                 return Some(verr(
                     "validation_only_int_constraint",
                     "Decimal numbers are not allowed.",
@@ -1283,6 +1291,20 @@ mod tests {
         assert_eq!(
             validate(&g, &json!({"lon":200,"lat":0})).unwrap()["code"],
             "validation_invalid_longitude"
+        );
+    }
+
+    #[test]
+    fn only_int_admits_minus_two_to_the_63_as_go_converts_it() {
+        let n = field(json!({"name": "n", "type": "number", "onlyInt": true}));
+        assert!(validate(&n, &json!(-9_223_372_036_854_775_807_i64)).is_none());
+        assert_eq!(
+            validate(&n, &json!(9_223_372_036_854_775_807_i64)).unwrap()["code"],
+            "validation_only_int_constraint"
+        );
+        assert_eq!(
+            validate(&n, &json!(-1e19)).unwrap()["code"],
+            "validation_only_int_constraint"
         );
     }
 

@@ -217,6 +217,19 @@ pub(super) fn validate(
     (errors, checks)
 }
 
+/// Whether a password sent in `data` is one bcrypt refuses (over 72 bytes). PocketBase hashes a
+/// password while it loads the body; for a non-superuser's create on a collection with a create
+/// rule it then exports the would-be record to check that rule, and the hash's error ends the
+/// request there with no field errors.
+pub(super) fn unhashable_password(c: &Collection, data: &Map<String, Value>) -> bool {
+    c.fields.iter().any(|f| {
+        f.kind == FieldType::Password
+            && data
+                .get(&f.name)
+                .is_some_and(|v| !value::password_hashable(&value::as_string(v)))
+    })
+}
+
 /// Hash the draft's new passwords off the async runtime.
 pub(super) async fn hash_passwords(c: &Collection, draft: &mut Draft) -> Result<()> {
     for (i, plain) in std::mem::take(&mut draft.passwords) {

@@ -417,6 +417,9 @@ impl<'a> Writer<'a> {
         let superuser = self.access.is_superuser();
         let mut draft = Draft::new_record(c, data, superuser);
         let id_idx = draft::fill_new(c, &mut draft, data)?;
+        if !superuser && c.rules.create.is_some() && draft::unhashable_password(c, data) {
+            return Err(RecordError::Refused(MSG_CREATE_FAILED));
+        }
         let skip = if c.is_auth() {
             draft::auth_create_checks(c, superuser, data, &mut draft)?
         } else {

@@ -24,16 +24,10 @@ use std::time::Instant;
 const DEFAULT_CASES: usize = 1000;
 
 /// Where ferrobase knowingly differs; matched against the case's text.
-const KNOWN: &[Known] = &[
-    Known {
-        pattern: "* multipart * raw part j=*",
-        reason: "A multipart text part with invalid UTF-8 bytes sent to a json field: PocketBase quotes the raw bytes with Go's strconv.Quote (`\\xff`), which is not JSON, and refuses the value (`validation_invalid_json`); ferrobase reads every form value as text with each invalid byte replaced by U+FFFD (what PocketBase's own JSON output shows for such bytes in a text field) and stores that string. Telling an invalid byte from a genuine U+FFFD would need the raw bytes carried from the body parser to the field's coercion.",
-    },
-    Known {
-        pattern: "POST lenient * as guest *\"pw\":\"aé日🎉*",
-        reason: "A password over bcrypt's 72 bytes: to a superuser PocketBase answers the field errors (`pw: validation_invalid_value` and the others), to a non-superuser on a collection with a create rule it answers the same 400 with empty `data` (its check of the create rule exports the would-be record and the password's bcrypt error ends the request there). The same input gives two answers depending on who sends it; ferrobase reports the field errors to both, which tells the client more but nothing it could not learn as a superuser.",
-    },
-];
+const KNOWN: &[Known] = &[Known {
+    pattern: "* multipart * raw part j=*",
+    reason: "A multipart text part with invalid UTF-8 bytes sent to a json field: PocketBase quotes the raw bytes with Go's strconv.Quote (`\\xff`), which is not JSON, and refuses the value (`validation_invalid_json`); ferrobase reads every form value as text with each invalid byte replaced by U+FFFD (what PocketBase's own JSON output shows for such bytes in a text field) and stores that string. Telling an invalid byte from a genuine U+FFFD would need the raw bytes carried from the body parser to the field's coercion.",
+}];
 /// Explained single differences (see `super::known_finding`).
 const KNOWN_DETAILS: &[Known] = &[];
 
@@ -570,6 +564,9 @@ fn record_writes_match_pocketbase() {
         emails: 0,
     };
     let mut findings = Vec::new();
+    // Records whose state a mismatch made differ, with that first mismatch's explanation.
+    let mut diverged: std::collections::HashMap<String, Option<&'static Known>> =
+        Default::default();
     let mut statuses: std::collections::BTreeMap<String, usize> = Default::default();
     let mut time_by: std::collections::BTreeMap<String, f64> = Default::default();
     for i in 0..n_cases {
@@ -649,12 +646,33 @@ fn record_writes_match_pocketbase() {
         }
         if !details.is_empty() {
             let text = case.text();
+            let record = case.id.clone().or_else(|| {
+                case.body
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            });
+            // A write on a record an earlier mismatch already left different on the two sides
+            // is a follow-on, explained by that first mismatch (known or not).
+            let cause = record.as_ref().and_then(|r| diverged.get(r).copied());
+            let known = match cause {
+                Some(first) => first,
+                None => super::known_finding(KNOWN, KNOWN_DETAILS, &text, &details),
+            };
+            let state_differs = (a.status < 300) != (b.status < 300)
+                || details.iter().any(|d| d.starts_with("stored"));
+            if let Some(r) = record
+                && cause.is_none()
+                && state_differs
+            {
+                diverged.insert(r, known);
+            }
             findings.push(Finding {
                 case: i,
-                known: super::known_finding(KNOWN, KNOWN_DETAILS, &text, &details),
+                known,
                 text,
                 details,
-                follow_on: false,
+                follow_on: cause.is_some(),
             });
         }
     }
