@@ -231,7 +231,7 @@ pub(crate) struct Upload {
 
 impl Upload {
     /// The sidecar as PocketBase's blob driver writes it: Go's JSON encoder (struct order,
-    /// `<`, `>`, `&` escaped), a trailing newline, the MD5 as standard base64.
+    /// `<`, `>`, `&` escaped), no trailing newline (as 0.40.6 writes it), the MD5 as standard base64.
     fn attrs_json(&self) -> String {
         let mut out = String::with_capacity(256);
         out.push_str("{\"user.cache_control\":\"\",\"user.content_disposition\":\"\",");
@@ -242,7 +242,7 @@ impl Upload {
         go_json_string(&mut out, &self.original);
         out.push_str("},\"md5\":\"");
         out.push_str(&base64::engine::general_purpose::STANDARD.encode(self.md5));
-        out.push_str("\"}\n");
+        out.push_str("\"}");
         out
     }
 }
@@ -317,7 +317,7 @@ mod tests {
             format!(
                 "{{\"user.cache_control\":\"\",\"user.content_disposition\":\"\",\"user.content_encoding\":\"\",\
                  \"user.content_language\":\"\",\"user.content_type\":\"image/png\",\
-                 \"user.metadata\":{{\"original-filename\":\"img\\u003c1\\u003e.png\"}},\"md5\":\"{md5}\"}}\n"
+                 \"user.metadata\":{{\"original-filename\":\"img\\u003c1\\u003e.png\"}},\"md5\":\"{md5}\"}}"
             )
         );
         assert_eq!(Storage::content_type(&path), "image/png");
