@@ -80,10 +80,13 @@ pub(crate) async fn serve(
     feed.listen(Arc::new(crate::records::feed::AfterCommitHooks(
         Arc::clone(&plugins),
     )));
+    // Opening the storage removes the uploads a crash left in its temporary folder.
+    let files = Arc::new(crate::files::Storage::open(&cfg.store.dir)?);
     let records = Arc::new(crate::records::Records {
         store: Arc::clone(&store),
         plugins: Arc::clone(&plugins),
         feed,
+        files,
     });
     plugins.set_services(Arc::new(crate::records::services::RecordServices {
         records: Arc::downgrade(&records),

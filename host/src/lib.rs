@@ -8,6 +8,7 @@ mod auth;
 mod cli;
 mod config;
 mod cron;
+mod files;
 mod http;
 mod plugins;
 mod query;

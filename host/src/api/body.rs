@@ -110,10 +110,12 @@ fn push(map: &mut Map<String, Value>, key: String, v: Value) {
     }
 }
 
-/// The parsed body. `files` counts file parts, which this build does not store yet.
+/// The parsed body. `has_files` says whether it had file parts; `files` holds them, received
+/// into the file storage, when the caller gave one (record writes), by part name.
 pub(crate) struct Parsed {
     pub data: Map<String, Value>,
     pub has_files: bool,
+    pub files: Vec<(String, crate::files::Upload)>,
 }
 
 /// Bind a request body as PocketBase does: an empty body binds nothing (whatever its type);
@@ -123,6 +125,25 @@ pub(crate) async fn parse(
     headers: &HeaderMap,
     body: Body,
     limit: usize,
+) -> Result<Parsed, BindError> {
+    parse_into(headers, body, limit, None).await
+}
+
+/// [`parse`], with the file parts of a multipart body received into `storage`.
+pub(crate) async fn parse_with_files(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+    storage: &crate::files::Storage,
+) -> Result<Parsed, BindError> {
+    parse_into(headers, body, limit, Some(storage)).await
+}
+
+async fn parse_into(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+    storage: Option<&crate::files::Storage>,
 ) -> Result<Parsed, BindError> {
     let bytes = read_limited(headers, body, limit)
         .await
@@ -134,6 +155,7 @@ pub(crate) async fn parse(
     let empty = Parsed {
         data: Map::new(),
         has_files: false,
+        files: Vec::new(),
     };
     if bytes.is_empty() {
         return Ok(empty);
@@ -144,13 +166,14 @@ pub(crate) async fn parse(
             Ok(Value::Object(data)) => Ok(Parsed {
                 data,
                 has_files: false,
+                files: Vec::new(),
             }),
             Ok(Value::Null) => Ok(empty),
             _ => Err(BindError::Malformed),
         };
     }
     if ct.starts_with("multipart/form-data") {
-        return parse_multipart(ct, bytes).await;
+        return parse_multipart(ct, bytes, storage).await;
     }
     if ct.starts_with("application/x-www-form-urlencoded") {
         let mut data = Map::new();
@@ -173,6 +196,7 @@ pub(crate) async fn parse(
         return Ok(Parsed {
             data,
             has_files: false,
+            files: Vec::new(),
         });
     }
     Err(BindError::Unsupported)
@@ -216,7 +240,11 @@ fn percent_decode(s: &str) -> String {
     lossy_utf8(&out)
 }
 
-async fn parse_multipart(ct: &str, bytes: bytes::Bytes) -> Result<Parsed, BindError> {
+async fn parse_multipart(
+    ct: &str,
+    bytes: bytes::Bytes,
+    storage: Option<&crate::files::Storage>,
+) -> Result<Parsed, BindError> {
     let boundary = ct
         .split(';')
         .filter_map(|p| p.trim().strip_prefix("boundary="))
@@ -229,11 +257,24 @@ async fn parse_multipart(ct: &str, bytes: bytes::Bytes) -> Result<Parsed, BindEr
     let mut has_files = false;
     // PocketBase reads every plain part first and `@jsonPayload` on top, wherever it stood.
     let mut payloads = Vec::new();
-    while let Some(field) = mp.next_field().await.map_err(|_| BindError::Malformed)? {
+    let mut files = Vec::new();
+    while let Some(mut field) = mp.next_field().await.map_err(|_| BindError::Malformed)? {
         let name = field.name().unwrap_or("").to_owned();
-        if field.file_name().is_some() {
+        // Go's reader takes a part with an empty file name for a value.
+        if let Some(original) = field.file_name().filter(|n| !n.is_empty()).map(base_name) {
             has_files = true;
-            let _ = field.bytes().await.map_err(|_| BindError::Malformed)?;
+            let Some(storage) = storage else {
+                let _ = field.bytes().await.map_err(|_| BindError::Malformed)?;
+                continue;
+            };
+            let mut rx = storage
+                .receive(&original)
+                .await
+                .map_err(|_| BindError::Malformed)?;
+            while let Some(chunk) = field.chunk().await.map_err(|_| BindError::Malformed)? {
+                rx.write(&chunk).await.map_err(|_| BindError::Malformed)?;
+            }
+            files.push((name, rx.finish().await.map_err(|_| BindError::Malformed)?));
             continue;
         }
         let raw = field.bytes().await.map_err(|_| BindError::Malformed)?;
@@ -254,7 +295,21 @@ async fn parse_multipart(ct: &str, bytes: bytes::Bytes) -> Result<Parsed, BindEr
             _ => return Err(BindError::Malformed),
         }
     }
-    Ok(Parsed { data, has_files })
+    Ok(Parsed {
+        data,
+        has_files,
+        files,
+    })
+}
+
+/// A part's file name as Go's multipart reader gives it: its last `/`-separated segment (a
+/// name of slashes only stays `/`; a backslash is not a separator there).
+fn base_name(name: &str) -> String {
+    let trimmed = name.trim_end_matches('/');
+    if trimmed.is_empty() {
+        return "/".to_owned();
+    }
+    trimmed.rsplit('/').next().unwrap_or(trimmed).to_owned()
 }
 
 /// Text as Go reads bytes that are not all UTF-8: each byte of an invalid sequence becomes one

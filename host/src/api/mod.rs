@@ -8,6 +8,7 @@ pub(crate) mod cache;
 mod collections;
 pub(crate) mod error;
 mod extract;
+mod files;
 mod health;
 mod plugin_routes;
 pub(crate) mod rate_limit;
@@ -211,6 +212,8 @@ async fn common_headers(
         .get(header::ACCESS_CONTROL_REQUEST_HEADERS)
         .cloned();
     let (method, uri) = (req.method().clone(), req.uri().clone());
+    // PocketBase lets its files be embedded: no X-Frame-Options on them.
+    let file = uri.path().starts_with("/api/files/");
     let mut res = if preflight {
         StatusCode::NO_CONTENT.into_response()
     } else if superuser_ip_refused(&state, req.headers(), req.extensions()).await {
@@ -235,7 +238,9 @@ async fn common_headers(
         "x-content-type-options",
         HeaderValue::from_static("nosniff"),
     );
-    h.insert("x-frame-options", HeaderValue::from_static("SAMEORIGIN"));
+    if !file {
+        h.insert("x-frame-options", HeaderValue::from_static("SAMEORIGIN"));
+    }
     h.insert(
         "x-xss-protection",
         HeaderValue::from_static("1; mode=block"),
@@ -332,6 +337,10 @@ pub(crate) fn router(state: Shared) -> Router {
         )
         .route("/api/settings", get(settings::view).patch(settings::update))
         .route("/api/batch", post(batch::batch))
+        .route(
+            "/api/files/{collection}/{id}/{filename}",
+            get(files::download).head(files::download),
+        )
         .route(
             "/api/realtime",
             get(realtime::connect).post(realtime::subscribe),

@@ -357,6 +357,8 @@ struct WriteRequest {
     q: Map<String, Value>,
     fields: Option<FieldsFilter>,
     data: Map<String, Value>,
+    /// File parts, received into the storage's temporary folder, by part name.
+    uploads: Vec<(String, crate::files::Upload)>,
 }
 
 async fn write_request(
@@ -396,16 +398,16 @@ async fn write_request(
         .http
         .body_bytes_max
         .saturating_add(value::record_body_allowance(&c));
-    let parsed = body::parse(headers, body, limit)
+    let parsed = body::parse_with_files(headers, body, limit, &state.records.files)
         .await
         .map_err(|e| e.answer(body::MSG_UNSUPPORTED, super::error::MSG_BAD_REQUEST))?;
-    check_files(&parsed)?;
     Ok(WriteRequest {
         c,
         who,
         q,
         fields,
         data: parsed.data,
+        uploads: parsed.files,
     })
 }
 
@@ -442,7 +444,7 @@ pub(crate) async fn create(
     let ip = remote_ip(&state, &head);
     let access = write_access(&head, w.who.as_ref(), &w.q, ip.as_deref());
     let saved = Writer::new(&state.records, &access)
-        .create(&w.c, &w.data)
+        .create_with(&w.c, &w.data, w.uploads)
         .await?;
     respond_written(&state, &w.c, saved, &access, &w.q, &w.fields).await
 }
@@ -457,7 +459,7 @@ pub(crate) async fn update(
     let ip = remote_ip(&state, &head);
     let access = write_access(&head, w.who.as_ref(), &w.q, ip.as_deref());
     let saved = Writer::new(&state.records, &access)
-        .update(&w.c, id, &w.data)
+        .update_with(&w.c, id, &w.data, w.uploads)
         .await?;
     respond_written(&state, &w.c, saved, &access, &w.q, &w.fields).await
 }

@@ -30,6 +30,8 @@ pub(crate) struct Records {
     pub plugins: Arc<Plugins>,
     /// Committed changes, in commit order, for after-commit hooks and realtime.
     pub feed: Arc<feed::Feed>,
+    /// Where records' files live; writes place and delete them after their commit.
+    pub files: Arc<crate::files::Storage>,
 }
 
 pub(crate) const MSG_CREATE_FAILED: &str = "Failed to create record.";

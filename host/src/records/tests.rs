@@ -48,12 +48,14 @@ async fn fixture(rules: serde_json::Value) -> Fixture {
         .await
         .expect("create collection");
     let notes = Arc::clone(store.schema().by_name("notes").expect("notes"));
+    let files = Arc::new(crate::files::Storage::open(dir.path()).expect("storage"));
     Fixture {
         _dir: dir,
         records: Records {
             store,
             plugins,
             feed: Default::default(),
+            files,
         },
         notes,
     }

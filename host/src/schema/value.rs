@@ -996,8 +996,21 @@ pub(crate) fn validate(f: &Field, v: &Value) -> Option<Value> {
             }
             None
         }
-        FieldType::File => (f.required && to_list(v).is_empty())
-            .then(|| verr("validation_required", "Cannot be blank.")),
+        FieldType::File => {
+            let n = to_list(v).len();
+            let max = f.opt_i64("maxSelect").max(1);
+            if f.required && n == 0 {
+                Some(verr("validation_required", "Cannot be blank."))
+            } else if i64::try_from(n).unwrap_or(i64::MAX) > max {
+                Some(verr_params(
+                    "validation_too_many_files",
+                    &format!("The maximum allowed files is {max}"),
+                    json!({ "maxSelect": max }),
+                ))
+            } else {
+                None
+            }
+        }
         FieldType::Autodate => None,
     }
 }

@@ -12,6 +12,7 @@ mod batch;
 mod cache;
 mod compat;
 mod differential;
+mod files;
 mod fuzz_corpus;
 mod http;
 mod plugins;

@@ -521,3 +521,117 @@ pub(super) fn unique_error(message: &'static str, cols: Vec<String>) -> RecordEr
     }
     validation_error(message, data)
 }
+
+/// Uploads of one write, attached to the draft: each waits (in the files area's temporary
+/// folder) for the commit that makes its name part of the record.
+pub(super) type Pending = Vec<crate::files::Upload>;
+
+/// Attach this request's uploads (by body key: `field`, `field+`, `+field`) to the draft as
+/// PocketBase does: a plain upload replaces the field's files (except the names sent with it
+/// under the same key), `field+` appends, `+field` prepends; a single-file field keeps the last.
+/// Size and type are checked per upload (`maxSize`, PocketBase's 5 MiB default, `mimeTypes`),
+/// their errors kept as input errors. Uploads to other keys are dropped (their temp files go).
+pub(super) fn attach_uploads(
+    c: &Collection,
+    draft: &mut Draft,
+    data: &Map<String, Value>,
+    uploads: Vec<(String, crate::files::Upload)>,
+) -> Pending {
+    let mut pending = Pending::new();
+    let mut replaced: Vec<usize> = Vec::new();
+    for (key, up) in uploads {
+        let (name, m) = split_modifier(&key);
+        let Some(i) = idx(c, name) else { continue };
+        let f = &c.fields[i];
+        if f.kind != FieldType::File || m == Some(Modifier::Subtract) {
+            continue;
+        }
+        let mut list = value::to_list(&draft.values[i]);
+        if m.is_none() && !data.contains_key(name) && !replaced.contains(&i) {
+            // A plain upload without names under its key replaces every current file.
+            list.clear();
+        }
+        replaced.push(i);
+        if let Some(e) = upload_error(f, &up)
+            && !draft.input_errors.iter().any(|(j, _)| *j == i)
+        {
+            draft.input_errors.push((i, e));
+        }
+        match m {
+            Some(Modifier::Prepend) => list.insert(0, up.name.clone()),
+            _ => list.push(up.name.clone()),
+        }
+        draft.values[i] = if f.is_multi() {
+            json!(list)
+        } else {
+            json!(list.last().cloned().unwrap_or_default())
+        };
+        pending.push(up);
+    }
+    // Only uploads whose names the record keeps are placed (a single-file field keeps one).
+    pending.retain(|up| {
+        c.fields.iter().enumerate().any(|(i, f)| {
+            f.kind == FieldType::File && value::to_list(&draft.values[i]).contains(&up.name)
+        })
+    });
+    pending
+}
+
+/// PocketBase's per-upload checks: its size against `maxSize`, its sniffed type against
+/// `mimeTypes`.
+fn upload_error(f: &crate::schema::Field, up: &crate::files::Upload) -> Option<Value> {
+    let max = match f.opt_i64("maxSize") {
+        n if n > 0 => n,
+        _ => FILE_MAX_BYTES_DEFAULT,
+    };
+    if i64::try_from(up.size).unwrap_or(i64::MAX) > max {
+        return Some(crate::schema::define::verr_params(
+            "validation_file_size_limit",
+            &format!(
+                "Failed to upload {} - the maximum allowed file size is {max} bytes.",
+                up.original
+            ),
+            json!({"file": up.original, "maxSize": max}),
+        ));
+    }
+    let allowed = f.opt_strings("mimeTypes");
+    if !allowed.is_empty() {
+        let base = up.mime.split(';').next().unwrap_or("").trim();
+        if !allowed.iter().any(|t| t.eq_ignore_ascii_case(base)) {
+            return Some(verr(
+                "validation_invalid_mime_type",
+                &format!(
+                    "{:?} mime type must be one of: {}.",
+                    up.name,
+                    allowed.join(", ")
+                ),
+            ));
+        }
+    }
+    None
+}
+
+/// PocketBase's default `maxSize` of a file field.
+const FILE_MAX_BYTES_DEFAULT: i64 = 5 << 20;
+
+/// The file names a write drops: those of `before` that no file field of `after` still holds.
+pub(super) fn dropped_files(c: &Collection, before: &[Value], after: &[Value]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, f) in c.fields.iter().enumerate() {
+        if f.kind != FieldType::File {
+            continue;
+        }
+        let kept = value::to_list(&after[i]);
+        out.extend(
+            value::to_list(&before[i])
+                .into_iter()
+                .filter(|n| !kept.contains(n)),
+        );
+    }
+    out
+}
+
+/// Whether records of `c` can have files (a delete then removes the record's folder).
+pub(super) fn has_files(c: &Collection) -> bool {
+    c.fields.iter().any(|f| f.kind == FieldType::File)
+}

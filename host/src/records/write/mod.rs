@@ -14,6 +14,7 @@ use super::{
     Access, Action as RuleAction, MSG_CREATE_FAILED, MSG_DELETE_FAILED, MSG_UPDATE_FAILED,
     RecordError, Records, Result,
 };
+use crate::files::Upload;
 use crate::plugins::{
     Action, CallFacts, HookOutcome, HookSlots, Loaded, PluginRecord, Rejection, run_in_transaction,
 };
@@ -358,6 +359,66 @@ impl<'a> Writer<'a> {
         }))
     }
 
+    /// `notify`, with the write's file work done first once it committed: uploads placed,
+    /// dropped files deleted, the folders of deleted records (cascades included) removed. A
+    /// write that does not commit drops `pending`, which deletes its temporary files.
+    fn with_files(
+        &self,
+        notify: Option<OnCommit<WriteOutcome>>,
+        c: &Arc<Collection>,
+        id: &str,
+        pending: draft::Pending,
+        dropped: Vec<String>,
+    ) -> Option<OnCommit<WriteOutcome>> {
+        let delete = pending.is_empty() && dropped.is_empty();
+        // Nothing to place or drop: only a delete of a record that can have files has work.
+        if pending.is_empty() && dropped.is_empty() && !(delete && draft::has_files(c)) {
+            return notify;
+        }
+        let files = Arc::clone(&self.records.files);
+        let (cid, id) = (c.id.clone(), id.to_owned());
+        Some(Box::new(move |out: &WriteOutcome| {
+            let inner = notify.and_then(|n| n(out));
+            let mut folders: Vec<(String, String)> = Vec::new();
+            match out {
+                WriteOutcome::Done(_) => {}
+                WriteOutcome::Deleted(_, cascaded) => {
+                    folders.push((cid.clone(), id.clone()));
+                    for k in cascaded {
+                        if let Cascaded::Deleted(oc, row) = k
+                            && draft::has_files(oc)
+                            && let Some(Stored::Text(rid)) =
+                                draft::idx(oc, "id").and_then(|i| row.get(i))
+                        {
+                            folders.push((oc.id.clone(), rid.to_owned()));
+                        }
+                    }
+                }
+                _ => return inner,
+            }
+            Some(Box::new(move || {
+                for up in pending {
+                    if let Err(e) = files.place(&cid, &id, up) {
+                        tracing::error!(error = %e, collection = %cid, record = %id, "upload not placed");
+                    }
+                }
+                for name in dropped {
+                    if let Err(e) = files.delete(&cid, &id, &name) {
+                        tracing::warn!(error = %e, file = %name, "dropped file not deleted");
+                    }
+                }
+                for (c, r) in folders {
+                    if let Err(e) = files.delete_record(&c, &r) {
+                        tracing::warn!(error = %e, collection = %c, record = %r, "record files not deleted");
+                    }
+                }
+                if let Some(a) = inner {
+                    a();
+                }
+            }) as Announce)
+        }))
+    }
+
     /// Run the before-hooks of one event in order; patches apply cumulatively.
     async fn before(
         &self,
@@ -413,6 +474,17 @@ impl<'a> Writer<'a> {
         c: &Arc<Collection>,
         data: &Map<String, Value>,
     ) -> Result<StoreRecord> {
+        self.create_with(c, data, Vec::new()).await
+    }
+
+    /// [`Self::create`] with uploads by body key (`field`, `field+`, `+field`); they are
+    /// placed once the record is committed, and dropped (temp files deleted) otherwise.
+    pub(crate) async fn create_with(
+        &self,
+        c: &Arc<Collection>,
+        data: &Map<String, Value>,
+        uploads: Vec<(String, Upload)>,
+    ) -> Result<StoreRecord> {
         writable(c)?;
         let superuser = self.access.is_superuser();
         let mut draft = Draft::new_record(c, data, superuser);
@@ -420,6 +492,7 @@ impl<'a> Writer<'a> {
         if !superuser && c.rules.create.is_some() && draft::unhashable_password(c, data) {
             return Err(RecordError::Refused(MSG_CREATE_FAILED));
         }
+        let pending = draft::attach_uploads(c, &mut draft, data, uploads);
         let skip = if c.is_auth() {
             draft::auth_create_checks(c, superuser, data, &mut draft)?
         } else {
@@ -481,6 +554,7 @@ impl<'a> Writer<'a> {
             in_tx: self.in_tx(slots),
         };
         let notify = self.commit_notice(c, Action::Create, None);
+        let notify = self.with_files(notify, c, &prepared.id, pending, Vec::new());
         self.save(prepared, notify).await
     }
 
@@ -491,6 +565,18 @@ impl<'a> Writer<'a> {
         c: &Arc<Collection>,
         id: String,
         data: &Map<String, Value>,
+    ) -> Result<StoreRecord> {
+        self.update_with(c, id, data, Vec::new()).await
+    }
+
+    /// [`Self::update`] with uploads (see [`Self::create_with`]); files the update drops are
+    /// deleted after its commit.
+    pub(crate) async fn update_with(
+        &self,
+        c: &Arc<Collection>,
+        id: String,
+        data: &Map<String, Value>,
+        uploads: Vec<(String, Upload)>,
     ) -> Result<StoreRecord> {
         writable(c)?;
         let superuser = self.access.is_superuser();
@@ -507,6 +593,7 @@ impl<'a> Writer<'a> {
             .ok_or(RecordError::NotFound)?;
 
         let (mut draft, before) = Draft::existing(c, &existing, data, superuser);
+        let pending = draft::attach_uploads(c, &mut draft, data, uploads);
         let reg = self.records.plugins.registry();
         let slots = reg.hooks(&c.id);
         let previous = slots.map(|_| PluginRecord::from_stored(c, &existing));
@@ -586,6 +673,8 @@ impl<'a> Writer<'a> {
             in_tx: self.in_tx(slots),
         };
         let notify = self.commit_notice(c, Action::Update, wanted);
+        let dropped = draft::dropped_files(c, &before, &draft.values);
+        let notify = self.with_files(notify, c, &prepared.id, pending, dropped);
         self.save(prepared, notify).await
     }
 
@@ -618,6 +707,7 @@ impl<'a> Writer<'a> {
         let in_tx = self.in_tx(slots);
         let keep_trail = notice_wanted(&self.records.feed, c);
         let notify = self.commit_notice(c, Action::Delete, None);
+        let notify = self.with_files(notify, c, &id, Vec::new(), Vec::new());
         let outcome = self
             .commit_write(
                 move |conn| {

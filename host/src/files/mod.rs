@@ -1,0 +1,454 @@
+//! Owns file bytes and names on disk: PocketBase's stored names, the layout
+//! `storage/<collectionId>/<recordId>/<name>` with its `.attrs` sidecar, uploads received into a
+//! temporary folder of the data dir and moved into place, deletes, and the start-up cleanup of
+//! uploads a crash left behind. Never touches the database: records decide what is attached.
+
+mod name;
+mod sniff;
+
+use std::io::{self, Write as _};
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use md5::Digest as _;
+
+pub(crate) use name::{is_plain, stored_name};
+pub(crate) use sniff::{SNIFF_BYTES, detect};
+
+/// The sidecar's suffix (PocketBase's blob driver refuses blobs named with it).
+pub(crate) const ATTRS_EXT: &str = ".attrs";
+/// The folder of received uploads not yet placed, inside the data dir (so a rename moves them)
+/// and outside `storage/` (so PocketBase sharing the data dir never sees them).
+const TEMP_DIR: &str = ".ferrobase_uploads";
+
+/// The local file storage of one data dir.
+#[derive(Debug, Clone)]
+pub(crate) struct Storage {
+    root: PathBuf,
+    temp: PathBuf,
+}
+
+impl Storage {
+    /// Open the storage under `data_dir`, creating its folders, and delete the uploads an
+    /// earlier process received but never placed (it stopped between receiving and commit).
+    pub(crate) fn open(data_dir: &Path) -> io::Result<Self> {
+        let storage = Self {
+            root: data_dir.join("storage"),
+            temp: data_dir.join(TEMP_DIR),
+        };
+        std::fs::create_dir_all(&storage.root)?;
+        std::fs::create_dir_all(&storage.temp)?;
+        let mut removed = 0usize;
+        for entry in std::fs::read_dir(&storage.temp)? {
+            let path = entry?.path();
+            let gone = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            match gone {
+                Ok(()) => removed += 1,
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "leftover upload not removed")
+                }
+            }
+        }
+        if removed > 0 {
+            tracing::info!(removed, "leftover uploads removed");
+        }
+        Ok(storage)
+    }
+
+    /// The folder of one record's files, or `None` when an id could leave the storage root.
+    pub(crate) fn record_dir(&self, collection_id: &str, record_id: &str) -> Option<PathBuf> {
+        (is_plain(collection_id) && is_plain(record_id))
+            .then(|| self.root.join(collection_id).join(record_id))
+    }
+
+    /// The path of one stored file, or `None` when a part could leave the record's folder.
+    pub(crate) fn file_path(
+        &self,
+        collection_id: &str,
+        record_id: &str,
+        name: &str,
+    ) -> Option<PathBuf> {
+        is_plain(name)
+            .then(|| self.record_dir(collection_id, record_id))
+            .flatten()
+            .map(|d| d.join(name))
+    }
+
+    /// Start receiving an upload named `original` by the client.
+    pub(crate) async fn receive(&self, original: &str) -> io::Result<Receiving> {
+        let temp = self
+            .temp
+            .join(format!("{}.part", crate::schema::ids::lower_alnum(20)));
+        let file = tokio::fs::File::create(&temp).await?;
+        Ok(Receiving {
+            upload: Upload {
+                original: original.to_owned(),
+                name: String::new(),
+                size: 0,
+                mime: "",
+                md5: [0; 16],
+                temp: Some(temp),
+            },
+            file,
+            head: Vec::new(),
+            md5: md5::Md5::new(),
+        })
+    }
+
+    /// Move a received upload into its record's folder and write its sidecar. Blocking: call
+    /// it from the blocking pool or a writer's after-commit step.
+    pub(crate) fn place(
+        &self,
+        collection_id: &str,
+        record_id: &str,
+        mut upload: Upload,
+    ) -> io::Result<()> {
+        let path = self
+            .file_path(collection_id, record_id, &upload.name)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "unsafe file path"))?;
+        let Some(temp) = upload.temp.take() else {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "upload already placed",
+            ));
+        };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        // The sidecar first: a file that can be served always has its type.
+        let mut attrs = std::fs::File::create(sidecar(&path))?;
+        attrs.write_all(upload.attrs_json().as_bytes())?;
+        if let Err(e) = std::fs::rename(&temp, &path) {
+            let _ = std::fs::remove_file(sidecar(&path));
+            let _ = std::fs::remove_file(&temp);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Delete one stored file, its sidecar and its thumbnails. A missing file is not an error.
+    pub(crate) fn delete(
+        &self,
+        collection_id: &str,
+        record_id: &str,
+        name: &str,
+    ) -> io::Result<()> {
+        let Some(path) = self.file_path(collection_id, record_id, name) else {
+            return Ok(());
+        };
+        ignore_missing(std::fs::remove_file(&path))?;
+        ignore_missing(std::fs::remove_file(sidecar(&path)))?;
+        if let Some(dir) = self.record_dir(collection_id, record_id) {
+            ignore_missing(std::fs::remove_dir_all(dir.join(format!("thumbs_{name}"))))?;
+        }
+        Ok(())
+    }
+
+    /// Delete a record's folder with everything in it (the record was deleted).
+    pub(crate) fn delete_record(&self, collection_id: &str, record_id: &str) -> io::Result<()> {
+        match self.record_dir(collection_id, record_id) {
+            Some(dir) => ignore_missing(std::fs::remove_dir_all(dir)),
+            None => Ok(()),
+        }
+    }
+
+    /// The content type a stored file was given at upload (its sidecar's), or PocketBase's
+    /// `application/octet-stream` when it has no readable sidecar.
+    pub(crate) fn content_type(path: &Path) -> String {
+        std::fs::read(sidecar(path))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|v| v.get("user.content_type")?.as_str().map(str::to_owned))
+            .filter(|t| !t.is_empty())
+            .unwrap_or_else(|| "application/octet-stream".to_owned())
+    }
+}
+
+fn sidecar(path: &Path) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(ATTRS_EXT);
+    PathBuf::from(s)
+}
+
+fn ignore_missing(r: io::Result<()>) -> io::Result<()> {
+    match r {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
+
+/// An upload being received: bytes go to its temporary file as they come, hashed on the way,
+/// the first [`SNIFF_BYTES`] kept to detect its type.
+pub(crate) struct Receiving {
+    upload: Upload,
+    file: tokio::fs::File,
+    head: Vec<u8>,
+    md5: md5::Md5,
+}
+
+impl Receiving {
+    pub(crate) async fn write(&mut self, chunk: &[u8]) -> io::Result<()> {
+        use tokio::io::AsyncWriteExt as _;
+        if self.head.len() < SNIFF_BYTES {
+            let take = (SNIFF_BYTES - self.head.len()).min(chunk.len());
+            self.head.extend_from_slice(&chunk[..take]);
+        }
+        self.md5.update(chunk);
+        self.upload.size += chunk.len() as u64;
+        self.file.write_all(chunk).await
+    }
+
+    /// All bytes are in: flush them, detect the type, give the upload its stored name.
+    pub(crate) async fn finish(mut self) -> io::Result<Upload> {
+        use tokio::io::AsyncWriteExt as _;
+        self.file.flush().await?;
+        let detected = detect(&self.head);
+        self.upload.mime = detected.mime;
+        self.upload.name = stored_name(&self.upload.original, detected.ext);
+        self.upload.md5 = self.md5.finalize().into();
+        Ok(self.upload)
+    }
+}
+
+/// A received upload waiting in the temporary folder. Dropped without being placed, its
+/// temporary file is deleted: a refused or rolled-back write leaves nothing behind.
+#[derive(Debug)]
+pub(crate) struct Upload {
+    /// The client's file name.
+    pub original: String,
+    /// The name it will be stored under.
+    pub name: String,
+    pub size: u64,
+    /// The detected content type (PocketBase's detector's spelling).
+    pub mime: &'static str,
+    md5: [u8; 16],
+    temp: Option<PathBuf>,
+}
+
+impl Upload {
+    /// The sidecar as PocketBase's blob driver writes it: Go's JSON encoder (struct order,
+    /// `<`, `>`, `&` escaped), no trailing newline (as 0.40.6 writes it), the MD5 as standard base64.
+    fn attrs_json(&self) -> String {
+        let mut out = String::with_capacity(256);
+        out.push_str("{\"user.cache_control\":\"\",\"user.content_disposition\":\"\",");
+        out.push_str("\"user.content_encoding\":\"\",\"user.content_language\":\"\",");
+        out.push_str("\"user.content_type\":");
+        go_json_string(&mut out, self.mime);
+        out.push_str(",\"user.metadata\":{\"original-filename\":");
+        go_json_string(&mut out, &self.original);
+        out.push_str("},\"md5\":\"");
+        out.push_str(&base64::engine::general_purpose::STANDARD.encode(self.md5));
+        out.push_str("\"}");
+        out
+    }
+}
+
+impl Drop for Upload {
+    fn drop(&mut self) {
+        if let Some(temp) = self.temp.take() {
+            let _ = std::fs::remove_file(temp);
+        }
+    }
+}
+
+/// A JSON string as Go's `encoding/json` writes it (HTML-safe, U+2028/2029 escaped).
+fn go_json_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
+                out.push_str(&format!("\\u{:04x}", c as u32));
+            }
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn storage() -> (tempfile::TempDir, Storage) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Storage::open(dir.path()).unwrap();
+        (dir, s)
+    }
+
+    async fn received(s: &Storage, original: &str, bytes: &[u8]) -> Upload {
+        let mut r = s.receive(original).await.unwrap();
+        for chunk in bytes.chunks(7) {
+            r.write(chunk).await.unwrap();
+        }
+        r.finish().await.unwrap()
+    }
+
+    fn temp_files(dir: &Path) -> usize {
+        std::fs::read_dir(dir.join(TEMP_DIR)).unwrap().count()
+    }
+
+    #[tokio::test]
+    async fn a_placed_upload_has_its_bytes_and_pocketbases_sidecar() {
+        let (dir, s) = storage();
+        let up = received(&s, "img<1>.png", b"\x89PNG\r\n\x1a\nrest").await;
+        let name = up.name.clone();
+        assert!(
+            name.starts_with("img_1_") && name.ends_with(".png"),
+            "{name}"
+        );
+        s.place("pbc_1", "rec1", up).unwrap();
+        let path = dir.path().join("storage/pbc_1/rec1").join(&name);
+        assert_eq!(std::fs::read(&path).unwrap(), b"\x89PNG\r\n\x1a\nrest");
+        let attrs = std::fs::read_to_string(sidecar(&path)).unwrap();
+        let md5 = base64::engine::general_purpose::STANDARD
+            .encode(md5::Md5::digest(b"\x89PNG\r\n\x1a\nrest"));
+        assert_eq!(
+            attrs,
+            format!(
+                "{{\"user.cache_control\":\"\",\"user.content_disposition\":\"\",\"user.content_encoding\":\"\",\
+                 \"user.content_language\":\"\",\"user.content_type\":\"image/png\",\
+                 \"user.metadata\":{{\"original-filename\":\"img\\u003c1\\u003e.png\"}},\"md5\":\"{md5}\"}}"
+            )
+        );
+        assert_eq!(Storage::content_type(&path), "image/png");
+        assert_eq!(temp_files(dir.path()), 0);
+    }
+
+    #[tokio::test]
+    async fn an_upload_dropped_unplaced_leaves_no_file() {
+        let (dir, s) = storage();
+        let up = received(&s, "a.txt", b"hello").await;
+        assert_eq!(temp_files(dir.path()), 1);
+        drop(up);
+        assert_eq!(temp_files(dir.path()), 0);
+        // A receiving dropped half way (the client went away) removes its temp file too.
+        let mut r = s.receive("b.txt").await.unwrap();
+        r.write(b"half").await.unwrap();
+        drop(r);
+        assert_eq!(temp_files(dir.path()), 0);
+        // What a crash leaves is removed at the next start.
+        std::fs::write(dir.path().join(TEMP_DIR).join("x.part"), b"left").unwrap();
+        std::fs::create_dir(dir.path().join(TEMP_DIR).join("d")).unwrap();
+        assert_eq!(temp_files(dir.path()), 2);
+        let _again = Storage::open(dir.path()).unwrap();
+        assert_eq!(temp_files(dir.path()), 0);
+    }
+
+    #[tokio::test]
+    async fn delete_removes_the_file_its_sidecar_and_thumbs() {
+        let (dir, s) = storage();
+        let up = received(&s, "a.txt", b"hello").await;
+        let name = up.name.clone();
+        s.place("c", "r", up).unwrap();
+        let rdir = dir.path().join("storage/c/r");
+        std::fs::create_dir_all(rdir.join(format!("thumbs_{name}"))).unwrap();
+        s.delete("c", "r", &name).unwrap();
+        assert_eq!(std::fs::read_dir(&rdir).unwrap().count(), 0);
+        s.delete("c", "r", &name).unwrap();
+        s.delete_record("c", "r").unwrap();
+        assert!(!rdir.exists());
+        s.delete_record("c", "r").unwrap();
+    }
+
+    /// Hostile client file names: separators, traversal, absolute paths, NUL, control and
+    /// right-to-left marks, look-alikes, Windows device names, very long names, combined.
+    fn hostile_names() -> Vec<String> {
+        let atoms = [
+            "../",
+            "..\\",
+            "/",
+            "\\",
+            "/etc/passwd",
+            "C:\\Windows\\",
+            "\0",
+            "\u{202e}",
+            "\u{200f}",
+            "\u{2215}",
+            "\u{ff0e}\u{ff0e}\u{ff0f}",
+            "CON",
+            "nul",
+            "COM1",
+            "LPT9",
+            "aux.",
+            ".",
+            "..",
+            "%2e%2e%2f",
+            "\r\n",
+            "~",
+            "$(rm -rf)",
+            "\u{feff}",
+            "é",
+            "名前",
+        ];
+        let exts = [
+            "", ".txt", ".tar.gz", "./..", ".\0png", "./etc", ".attrs", ".\\..\\x", "...",
+        ];
+        let mut out = Vec::new();
+        for (i, a) in atoms.iter().enumerate() {
+            for (j, e) in exts.iter().enumerate() {
+                let b = atoms[(i + j + 1) % atoms.len()];
+                out.push(format!("{a}{b}{e}"));
+            }
+        }
+        out.push("a".repeat(1000));
+        out.push(format!("{}.{}", "../".repeat(300), "x".repeat(700)));
+        out.push(format!("{}\u{202e}gnp.exe", "b".repeat(999)));
+        out.push(String::new());
+        out
+    }
+
+    #[test]
+    fn no_hostile_name_escapes_the_record_folder() {
+        let names = hostile_names();
+        assert!(names.len() >= 200, "{}", names.len());
+        let (dir, s) = storage();
+        let rdir = dir.path().join("storage/c/r");
+        std::fs::create_dir_all(&rdir).unwrap();
+        let mut refused = 0;
+        for original in &names {
+            let stored = stored_name(original, "");
+            if stored.ends_with(ATTRS_EXT) {
+                // PocketBase's blob driver refuses a name that would pass for a sidecar.
+                assert!(s.file_path("c", "r", &stored).is_none());
+                refused += 1;
+                continue;
+            }
+            assert!(is_plain(&stored), "{original:?} -> {stored:?}");
+            assert!(
+                stored
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"_.*-+=#".contains(&b)),
+                "{original:?} -> {stored:?}"
+            );
+            assert!(!stored.starts_with('.'), "{stored:?}");
+            assert!(stored.len() <= 100 + 11 + 21, "{stored:?}");
+            let path = s.file_path("c", "r", &stored).unwrap();
+            assert_eq!(path.parent().unwrap(), rdir, "{original:?}");
+            std::fs::write(&path, b"x").unwrap();
+            assert_eq!(
+                path.canonicalize().unwrap().parent().unwrap(),
+                rdir.canonicalize().unwrap()
+            );
+            // The raw hostile name never reaches the disk as a path part.
+            if !is_plain(original) {
+                assert!(s.file_path("c", "r", original).is_none());
+                assert!(s.record_dir(original, "r").is_none());
+            }
+        }
+        assert!(refused > 0);
+        assert_eq!(
+            std::fs::read_dir(&rdir).unwrap().count(),
+            names.len() - refused
+        );
+    }
+}
