@@ -357,7 +357,7 @@ mod tests {
             {\"nick\":\"from payload\",\"n\":1}\r\n--b\r\nContent-Disposition: form-data; \
             name=\"nick\"\r\n\r\nplain\r\n--b\r\nContent-Disposition: form-data; \
             name=\"age\"\r\n\r\n7\r\n--b--\r\n";
-        let p = parse_multipart("multipart/form-data; boundary=b", body.into())
+        let p = parse_multipart("multipart/form-data; boundary=b", body.into(), None)
             .await
             .expect("parses");
         assert_eq!(p.data["nick"], "from payload");
