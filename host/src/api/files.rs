@@ -185,6 +185,7 @@ async fn serve(
         && !req.contains_key(header::IF_NONE_MATCH)
     {
         h.remove(header::CONTENT_TYPE);
+        h.remove(header::ACCEPT_RANGES);
         return Ok((StatusCode::NOT_MODIFIED, h).into_response());
     }
 
@@ -195,10 +196,28 @@ async fn serve(
                 (StatusCode::PARTIAL_CONTENT, a, b - a + 1)
             }
             None => {
+                // Go's ServeContent answers through http.Error: plain text, and none of the
+                // caching headers of a served file.
                 if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
                     h.insert(header::CONTENT_RANGE, v);
                 }
-                return Ok((StatusCode::RANGE_NOT_SATISFIABLE, h).into_response());
+                for k in [
+                    header::CACHE_CONTROL,
+                    header::ACCEPT_RANGES,
+                    header::LAST_MODIFIED,
+                ] {
+                    h.remove(k);
+                }
+                h.insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("text/plain; charset=utf-8"),
+                );
+                return Ok((
+                    StatusCode::RANGE_NOT_SATISFIABLE,
+                    h,
+                    "invalid range: failed to overlap\n",
+                )
+                    .into_response());
             }
         },
         None => (StatusCode::OK, 0, size),

@@ -1004,7 +1004,7 @@ pub(crate) fn validate(f: &Field, v: &Value) -> Option<Value> {
             } else if i64::try_from(n).unwrap_or(i64::MAX) > max {
                 Some(verr_params(
                     "validation_too_many_files",
-                    &format!("The maximum allowed files is {max}"),
+                    &format!("The maximum allowed files is {max}."),
                     json!({ "maxSelect": max }),
                 ))
             } else {
