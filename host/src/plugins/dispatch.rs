@@ -1,6 +1,5 @@
 //! Running hooks where they run: the in-transaction chain where the write runs (the writer
-//! thread, or a batch's worker) and the
-//! after-commit dispatcher task.
+//! thread, or a batch's worker) and the after-commit dispatcher task.
 
 use super::calls::{Action, Change, HookOutcome};
 use super::convert::PluginRecord;
@@ -10,7 +9,8 @@ use super::{CallFacts, Plugins};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
-/// Run the in-transaction hooks of one write on the writer thread, with their raw SQL served on
+/// Run the in-transaction hooks of one write where it runs (the writer thread, or the worker of
+/// a batch holding the lent connection), with their raw SQL served on
 /// the write's own connection (`db.query` sees the pending write, `db.execute` joins it). The
 /// first rejection or failure stops the chain.
 pub(crate) fn run_in_transaction(
