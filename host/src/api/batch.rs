@@ -5,8 +5,9 @@
 
 use super::body;
 use super::error::{ApiError, ApiResult, MSG_MISSING_COLLECTION};
-use super::records::{check_files, written_json};
+use super::records::written_json;
 use super::{Caller, Shared, caller, client_ip, query_map};
+use crate::files::Upload;
 use crate::records::json::FieldsFilter;
 use crate::records::{self, Access, Action, Gate, batch::Batch};
 use crate::schema::Collection;
@@ -101,6 +102,51 @@ fn bind(mut data: Map<String, Value>) -> Result<Vec<Inner>, ()> {
         });
     }
     Ok(out)
+}
+
+/// The file parts of a multipart batch, handed to their requests as PocketBase hands them:
+/// a part named `requests.N.KEY` or `requests[N].KEY` is request N's upload under `KEY` (which
+/// replaces any `KEY` of that request's body), resubmitted under its stored name; parts naming
+/// no request are dropped (their temporary files go with them).
+fn uploads_by_request(
+    items: &mut [Inner],
+    files: Vec<(String, Upload)>,
+) -> Vec<Vec<(String, Upload)>> {
+    let mut out: Vec<Vec<(String, Upload)>> = items.iter().map(|_| Vec::new()).collect();
+    for (part, up) in files {
+        let Some(rest) = part.strip_prefix("requests") else {
+            continue;
+        };
+        let (index, key) = if let Some(r) = rest.strip_prefix('.') {
+            match r.split_once('.') {
+                Some(x) => x,
+                None => continue,
+            }
+        } else if let Some(r) = rest.strip_prefix('[') {
+            match r.split_once("].") {
+                Some(x) => x,
+                None => continue,
+            }
+        } else {
+            continue;
+        };
+        // Go's strconv.Itoa(i) is what the prefix is built from: no sign, no leading zero.
+        if index.is_empty() || (index.len() > 1 && index.starts_with('0')) {
+            continue;
+        }
+        let Some(i) = index
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+            .then(|| index.parse::<usize>().ok())
+            .flatten()
+            .filter(|&i| i < items.len())
+        else {
+            continue;
+        };
+        items[i].body.remove(key);
+        out[i].push((key.to_owned(), up.resubmitted()));
+    }
+    out
 }
 
 fn verr(code: &str, message: &str) -> Value {
@@ -262,6 +308,7 @@ async fn run_one(
     run: &Runner<'_>,
     item: &Inner,
     facts: &Facts<'_>,
+    uploads: Vec<(String, Upload)>,
     first: bool,
 ) -> Result<Done, ApiError> {
     let (state, batch, who, ip, extensions) =
@@ -335,9 +382,9 @@ async fn run_one(
     let fields = FieldsFilter::parse(facts.query.get("fields").and_then(Value::as_str))
         .map_err(|_| ApiError::bad_request())?;
     let saved = if kind == Kind::Create {
-        writer.create(&c, &item.body).await?
+        writer.create_with(&c, &item.body, uploads).await?
     } else {
-        writer.update(&c, id, &item.body).await?
+        writer.update_with(&c, id, &item.body, uploads).await?
     };
     Ok(Done {
         status: StatusCode::OK,
@@ -371,11 +418,16 @@ pub(crate) async fn batch(State(state): State<Shared>, request: Request) -> ApiR
             .unwrap_or(3),
     );
     let (head, body) = request.into_parts();
-    let parsed = body::parse(&head.headers, body, limits.body_bytes_max())
-        .await
-        .map_err(|e| e.answer(MSG_READ_FAILED, MSG_READ_FAILED))?;
-    check_files(&parsed)?;
-    let items = bind(parsed.data).map_err(|()| ApiError::bad(MSG_READ_FAILED))?;
+    let parsed = body::parse_with_files(
+        &head.headers,
+        body,
+        limits.body_bytes_max(),
+        &state.records.files,
+    )
+    .await
+    .map_err(|e| e.answer(MSG_READ_FAILED, MSG_READ_FAILED))?;
+    let mut items = bind(parsed.data).map_err(|()| ApiError::bad(MSG_READ_FAILED))?;
+    let mut uploads = uploads_by_request(&mut items, parsed.files);
     let max = usize::try_from(limits.max_requests).unwrap_or(usize::MAX);
     if let Some(data) = validate(&items, max) {
         return Err(ApiError::with_data(
@@ -405,7 +457,7 @@ pub(crate) async fn batch(State(state): State<Shared>, request: Request) -> ApiR
     let run = async {
         let batch = Batch::begin(&state.records).await?;
         let mut done = Vec::with_capacity(items.len());
-        for (i, (item, f)) in items.iter().zip(&facts).enumerate() {
+        for (i, ((item, f), up)) in items.iter().zip(&facts).zip(&mut uploads).enumerate() {
             let runner = Runner {
                 state: &state,
                 batch: &batch,
@@ -413,7 +465,7 @@ pub(crate) async fn batch(State(state): State<Shared>, request: Request) -> ApiR
                 ip: ip.as_deref(),
                 extensions: &head.extensions,
             };
-            match run_one(&runner, item, f, i == 0).await {
+            match run_one(&runner, item, f, std::mem::take(up), i == 0).await {
                 Ok(d) => done.push(d),
                 Err(e) => return Ok(Err(failed_at(i, e))),
             }

@@ -22,11 +22,7 @@ pub(crate) async fn read_limited(
     limit: usize,
 ) -> Result<bytes::Bytes, ReadError> {
     use http_body_util::BodyExt;
-    if let Some(len) = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
-        && len > limit as u64
-    {
+    if declared_length(headers).is_some_and(|len| len > limit as u64) {
         return Err(ReadError::TooLarge);
     }
     match http_body_util::Limited::new(body, limit).collect().await {
@@ -38,6 +34,48 @@ pub(crate) async fn read_limited(
             Err(ReadError::TooLarge)
         }
         Err(_) => Err(ReadError::Broken),
+    }
+}
+
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+}
+
+/// The body's data frames, refused with [`BindError::TooLarge`] once past `limit` bytes and
+/// [`BindError::Malformed`] when the wire breaks.
+type Frames = http_body_util::Limited<Body>;
+
+fn limited_stream(body: Body, limit: usize) -> Frames {
+    http_body_util::Limited::new(body, limit)
+}
+
+/// The next non-empty data chunk (None at the end of the body).
+async fn next_chunk(body: &mut Frames) -> Result<Option<bytes::Bytes>, BindError> {
+    use http_body_util::BodyExt;
+    loop {
+        match body.frame().await {
+            None => return Ok(None),
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data()
+                    && !data.is_empty()
+                {
+                    return Ok(Some(data));
+                }
+            }
+            Some(Err(e)) => {
+                return Err(
+                    if e.downcast_ref::<http_body_util::LengthLimitError>()
+                        .is_some()
+                    {
+                        BindError::TooLarge
+                    } else {
+                        BindError::Malformed
+                    },
+                );
+            }
+        }
     }
 }
 
@@ -110,11 +148,10 @@ fn push(map: &mut Map<String, Value>, key: String, v: Value) {
     }
 }
 
-/// The parsed body. `has_files` says whether it had file parts; `files` holds them, received
-/// into the file storage, when the caller gave one (record writes), by part name.
+/// The parsed body. `files` holds its file parts, received into the file storage, when the
+/// caller gave one (record writes and batches), by part name.
 pub(crate) struct Parsed {
     pub data: Map<String, Value>,
-    pub has_files: bool,
     pub files: Vec<(String, crate::files::Upload)>,
 }
 
@@ -145,6 +182,41 @@ async fn parse_into(
     limit: usize,
     storage: Option<&crate::files::Storage>,
 ) -> Result<Parsed, BindError> {
+    let empty = Parsed {
+        data: Map::new(),
+        files: Vec::new(),
+    };
+    let ct = content_type(headers);
+    if ct.starts_with("multipart/form-data") {
+        // Streamed: file parts go to their temporary files as they arrive, so a large upload
+        // never sits in memory, and the limit refuses a body as soon as it passes it.
+        if declared_length(headers).is_some_and(|len| len > limit as u64) {
+            return Err(BindError::TooLarge);
+        }
+        let mut stream = limited_stream(body, limit);
+        let first = match next_chunk(&mut stream).await? {
+            Some(first) => first,
+            None => return Ok(empty),
+        };
+        let boundary = ct
+            .split(';')
+            .filter_map(|p| p.trim().strip_prefix("boundary="))
+            .next()
+            .map(|b| b.trim_matches('"').to_owned())
+            .ok_or(BindError::Malformed)?;
+        let tail = futures_util::stream::unfold(stream, |mut st| async move {
+            match next_chunk(&mut st).await {
+                Ok(Some(b)) => Some((Ok(b), st)),
+                Ok(None) => None,
+                Err(e) => Some((Err(e), st)),
+            }
+        });
+        let whole = futures_util::StreamExt::chain(
+            futures_util::stream::once(async move { Ok::<_, BindError>(first) }),
+            tail,
+        );
+        return parse_multipart(boundary, whole, storage).await;
+    }
     let bytes = read_limited(headers, body, limit)
         .await
         .map_err(|e| match e {
@@ -152,11 +224,6 @@ async fn parse_into(
             // PocketBase's JSON (or form) reader fails on the broken stream the same way.
             ReadError::Broken => BindError::Malformed,
         })?;
-    let empty = Parsed {
-        data: Map::new(),
-        has_files: false,
-        files: Vec::new(),
-    };
     if bytes.is_empty() {
         return Ok(empty);
     }
@@ -165,15 +232,11 @@ async fn parse_into(
         return match parse_json_body(&bytes) {
             Ok(Value::Object(data)) => Ok(Parsed {
                 data,
-                has_files: false,
                 files: Vec::new(),
             }),
             Ok(Value::Null) => Ok(empty),
             _ => Err(BindError::Malformed),
         };
-    }
-    if ct.starts_with("multipart/form-data") {
-        return parse_multipart(ct, bytes, storage).await;
     }
     if ct.starts_with("application/x-www-form-urlencoded") {
         let mut data = Map::new();
@@ -195,7 +258,6 @@ async fn parse_into(
         }
         return Ok(Parsed {
             data,
-            has_files: false,
             files: Vec::new(),
         });
     }
@@ -240,44 +302,56 @@ fn percent_decode(s: &str) -> String {
     lossy_utf8(&out)
 }
 
-async fn parse_multipart(
-    ct: &str,
-    bytes: bytes::Bytes,
+async fn parse_multipart<S>(
+    boundary: String,
+    stream: S,
     storage: Option<&crate::files::Storage>,
-) -> Result<Parsed, BindError> {
-    let boundary = ct
-        .split(';')
-        .filter_map(|p| p.trim().strip_prefix("boundary="))
-        .next()
-        .map(|b| b.trim_matches('"').to_owned())
-        .ok_or(BindError::Malformed)?;
-    let stream = futures_once(bytes);
+) -> Result<Parsed, BindError>
+where
+    S: futures_util::Stream<Item = Result<bytes::Bytes, BindError>> + Send + 'static,
+{
+    // The stream's own error (too large, broken) is kept aside: multer only says it failed.
+    let failed = std::sync::Arc::new(std::sync::Mutex::new(None::<BindError>));
+    let seen = std::sync::Arc::clone(&failed);
+    let stream = futures_util::StreamExt::map(stream, move |r| {
+        r.map_err(|e| {
+            if let Ok(mut slot) = seen.lock() {
+                *slot = Some(e);
+            }
+            std::io::Error::other("body")
+        })
+    });
     let mut mp = multer::Multipart::new(stream, boundary);
+    let why = move |_: multer::Error| {
+        failed
+            .lock()
+            .ok()
+            .and_then(|mut slot| slot.take())
+            .unwrap_or(BindError::Malformed)
+    };
     let mut data = Map::new();
-    let mut has_files = false;
     // PocketBase reads every plain part first and `@jsonPayload` on top, wherever it stood.
     let mut payloads = Vec::new();
     let mut files = Vec::new();
-    while let Some(mut field) = mp.next_field().await.map_err(|_| BindError::Malformed)? {
+    while let Some(mut field) = mp.next_field().await.map_err(&why)? {
         let name = field.name().unwrap_or("").to_owned();
         // Go's reader takes a part with an empty file name for a value.
         if let Some(original) = field.file_name().filter(|n| !n.is_empty()).map(base_name) {
-            has_files = true;
             let Some(storage) = storage else {
-                let _ = field.bytes().await.map_err(|_| BindError::Malformed)?;
+                while field.chunk().await.map_err(&why)?.is_some() {}
                 continue;
             };
             let mut rx = storage
                 .receive(&original)
                 .await
                 .map_err(|_| BindError::Malformed)?;
-            while let Some(chunk) = field.chunk().await.map_err(|_| BindError::Malformed)? {
+            while let Some(chunk) = field.chunk().await.map_err(&why)? {
                 rx.write(&chunk).await.map_err(|_| BindError::Malformed)?;
             }
             files.push((name, rx.finish().await.map_err(|_| BindError::Malformed)?));
             continue;
         }
-        let raw = field.bytes().await.map_err(|_| BindError::Malformed)?;
+        let raw = field.bytes().await.map_err(&why)?;
         let text = lossy_utf8(&raw);
         if name == "@jsonPayload" {
             payloads.push(text);
@@ -295,11 +369,7 @@ async fn parse_multipart(
             _ => return Err(BindError::Malformed),
         }
     }
-    Ok(Parsed {
-        data,
-        has_files,
-        files,
-    })
+    Ok(Parsed { data, files })
 }
 
 /// A part's file name as Go's multipart reader gives it: its last `/`-separated segment (a
@@ -332,12 +402,6 @@ fn lossy_utf8(mut b: &[u8]) -> String {
     }
 }
 
-fn futures_once(
-    bytes: bytes::Bytes,
-) -> impl futures_util::Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send + 'static {
-    futures_util::stream::once(async move { Ok::<_, std::io::Error>(bytes) })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -357,7 +421,9 @@ mod tests {
             {\"nick\":\"from payload\",\"n\":1}\r\n--b\r\nContent-Disposition: form-data; \
             name=\"nick\"\r\n\r\nplain\r\n--b\r\nContent-Disposition: form-data; \
             name=\"age\"\r\n\r\n7\r\n--b--\r\n";
-        let p = parse_multipart("multipart/form-data; boundary=b", body.into(), None)
+        let once =
+            futures_util::stream::once(async move { Ok::<_, BindError>(bytes::Bytes::from(body)) });
+        let p = parse_multipart("b".into(), once, None)
             .await
             .expect("parses");
         assert_eq!(p.data["nick"], "from payload");

