@@ -1,6 +1,6 @@
-//! `GET /api/files/{collection}/{recordId}/{filename}`: a record's file streamed from the file
-//! storage with PocketBase's headers (disposition, type, caching, ranges, conditional GETs).
-//! Thumbnails are not generated yet: `?thumb=` serves the original, PocketBase's own fallback.
+//! `GET /api/files/{collection}/{recordId}/{filename}`: a record's file, or with `?thumb=` its
+//! thumbnail (made by `files::Storage::thumb`), streamed from the file storage with PocketBase's
+//! headers (disposition, type, caching, ranges, conditional GETs).
 //! `POST /api/files/token` issues the file tokens that open protected files.
 
 use super::error::{ApiError, ApiResult};
@@ -146,6 +146,15 @@ pub(crate) async fn download(
             _ => false,
         })
         .unwrap_or(false);
+    // PocketBase serves the original, under its own name, for any thumb it does not make.
+    let thumb = q.get("thumb").and_then(Value::as_str).unwrap_or("");
+    let thumbs = field.opt_strings("thumbs");
+    let (path, name) = state
+        .records
+        .files
+        .thumb(&c.id, &id, &name, thumb, &thumbs)
+        .await
+        .unwrap_or((path, name));
     serve(path, &name, download, &head.headers).await
 }
 
@@ -210,7 +219,7 @@ async fn serve(
     };
     set(
         header::CONTENT_DISPOSITION,
-        &format!("{disposition}; filename=\"{name}\""),
+        &format!("{disposition}; filename={}", go_quote(name)),
     );
     set(header::CONTENT_TYPE, &content_type);
     set(
@@ -274,6 +283,28 @@ async fn serve(
         h.insert(header::CONTENT_LENGTH, v);
     }
     Ok((status, h, Body::from_stream(stream(file, start, len))).into_response())
+}
+
+/// A string quoted as Go's `strconv.Quote` quotes it (PocketBase quotes the disposition's file
+/// name so): `"` and `\\` escaped, control characters as escapes, the rest as it is.
+fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 fn secs(t: SystemTime) -> u64 {
@@ -362,5 +393,14 @@ mod tests {
         assert_eq!(single_range("bytes=100-", 100), None);
         assert_eq!(single_range("bytes=5-1", 100), None);
         assert_eq!(single_range("items=0-1", 100), None);
+    }
+
+    #[test]
+    fn disposition_names_are_quoted_as_go_quotes() {
+        assert_eq!(
+            go_quote("100x100_a_0123456789.png"),
+            "\"100x100_a_0123456789.png\""
+        );
+        assert_eq!(go_quote("a\"b\\c\n\u{1}"), "\"a\\\"b\\\\c\\n\\x01\"");
     }
 }

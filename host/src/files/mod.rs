@@ -5,6 +5,7 @@
 
 mod name;
 mod sniff;
+mod thumbs;
 
 use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
@@ -26,6 +27,8 @@ const TEMP_DIR: &str = ".ferrobase_uploads";
 pub(crate) struct Storage {
     root: PathBuf,
     temp: PathBuf,
+    /// The thumbs being made, shared by every clone of the storage.
+    thumbs: std::sync::Arc<thumbs::Generations>,
 }
 
 impl Storage {
@@ -35,6 +38,7 @@ impl Storage {
         let storage = Self {
             root: data_dir.join("storage"),
             temp: data_dir.join(TEMP_DIR),
+            thumbs: std::sync::Arc::default(),
         };
         std::fs::create_dir_all(&storage.root)?;
         std::fs::create_dir_all(&storage.temp)?;
@@ -242,21 +246,29 @@ impl Upload {
         self
     }
 
-    /// The sidecar as PocketBase's blob driver writes it: Go's JSON encoder (struct order,
-    /// `<`, `>`, `&` escaped), no trailing newline (as 0.40.6 writes it), the MD5 as standard base64.
     fn attrs_json(&self) -> String {
-        let mut out = String::with_capacity(256);
-        out.push_str("{\"user.cache_control\":\"\",\"user.content_disposition\":\"\",");
-        out.push_str("\"user.content_encoding\":\"\",\"user.content_language\":\"\",");
-        out.push_str("\"user.content_type\":");
-        go_json_string(&mut out, self.mime);
-        out.push_str(",\"user.metadata\":{\"original-filename\":");
-        go_json_string(&mut out, &self.original);
-        out.push_str("},\"md5\":\"");
-        out.push_str(&base64::engine::general_purpose::STANDARD.encode(self.md5));
-        out.push_str("\"}");
-        out
+        attrs_json(self.mime, Some(&self.original), &self.md5)
     }
+}
+
+/// A sidecar as PocketBase's blob driver writes it: Go's JSON encoder (struct order, `<`, `>`,
+/// `&` escaped), no trailing newline (as 0.40.6 writes it), the MD5 as standard base64. An
+/// upload keeps its client's file name in the metadata; a thumb has none.
+fn attrs_json(mime: &str, original: Option<&str>, md5: &[u8; 16]) -> String {
+    let mut out = String::with_capacity(256);
+    out.push_str("{\"user.cache_control\":\"\",\"user.content_disposition\":\"\",");
+    out.push_str("\"user.content_encoding\":\"\",\"user.content_language\":\"\",");
+    out.push_str("\"user.content_type\":");
+    go_json_string(&mut out, mime);
+    out.push_str(",\"user.metadata\":{");
+    if let Some(original) = original {
+        out.push_str("\"original-filename\":");
+        go_json_string(&mut out, original);
+    }
+    out.push_str("},\"md5\":\"");
+    out.push_str(&base64::engine::general_purpose::STANDARD.encode(md5));
+    out.push_str("\"}");
+    out
 }
 
 impl Drop for Upload {

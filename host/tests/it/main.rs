@@ -20,4 +20,5 @@ mod query_snapshots;
 mod realtime;
 mod security;
 mod settings;
+mod thumbs;
 mod tidy;
