@@ -116,6 +116,9 @@ pub(crate) struct Parsed {
     pub data: Map<String, Value>,
     pub has_files: bool,
     pub files: Vec<(String, crate::files::Upload)>,
+    /// Names of multipart text parts whose bytes were not UTF-8 (their values hold U+FFFD for
+    /// each invalid byte; a json field refuses such text as PocketBase does).
+    pub not_utf8: Vec<String>,
 }
 
 /// Bind a request body as PocketBase does: an empty body binds nothing (whatever its type);
@@ -156,6 +159,7 @@ async fn parse_into(
         data: Map::new(),
         has_files: false,
         files: Vec::new(),
+        not_utf8: Vec::new(),
     };
     if bytes.is_empty() {
         return Ok(empty);
@@ -167,6 +171,7 @@ async fn parse_into(
                 data,
                 has_files: false,
                 files: Vec::new(),
+                not_utf8: Vec::new(),
             }),
             Ok(Value::Null) => Ok(empty),
             _ => Err(BindError::Malformed),
@@ -197,6 +202,7 @@ async fn parse_into(
             data,
             has_files: false,
             files: Vec::new(),
+            not_utf8: Vec::new(),
         });
     }
     Err(BindError::Unsupported)
@@ -258,6 +264,7 @@ async fn parse_multipart(
     // PocketBase reads every plain part first and `@jsonPayload` on top, wherever it stood.
     let mut payloads = Vec::new();
     let mut files = Vec::new();
+    let mut not_utf8 = Vec::new();
     while let Some(mut field) = mp.next_field().await.map_err(|_| BindError::Malformed)? {
         let name = field.name().unwrap_or("").to_owned();
         // Go's reader takes a part with an empty file name for a value.
@@ -282,6 +289,9 @@ async fn parse_multipart(
         if name == "@jsonPayload" {
             payloads.push(text);
         } else {
+            if std::str::from_utf8(&raw).is_err() {
+                not_utf8.push(name.clone());
+            }
             push(&mut data, name, infer(&text));
         }
     }
@@ -299,6 +309,7 @@ async fn parse_multipart(
         data,
         has_files,
         files,
+        not_utf8,
     })
 }
 
@@ -363,6 +374,23 @@ mod tests {
         assert_eq!(p.data["nick"], "from payload");
         assert_eq!(p.data["n"], 1);
         assert_eq!(p.data["age"], 7);
+    }
+
+    #[tokio::test]
+    async fn multipart_text_parts_that_are_not_utf8_are_named() {
+        let body = b"--b\r\nContent-Disposition: form-data; name=\"j\"\r\n\r\n\xff\xfea\xc3\r\n\
+            --b\r\nContent-Disposition: form-data; name=\"t\"\r\n\r\n\xef\xbf\xbd\r\n--b--\r\n";
+        let p = parse_multipart(
+            "multipart/form-data; boundary=b",
+            bytes::Bytes::from_static(body),
+            None,
+        )
+        .await
+        .expect("parses");
+        assert_eq!(p.data["j"], "\u{fffd}\u{fffd}a\u{fffd}");
+        // A genuine U+FFFD is UTF-8.
+        assert_eq!(p.data["t"], "\u{fffd}");
+        assert_eq!(p.not_utf8, vec!["j".to_owned()]);
     }
 
     #[test]
