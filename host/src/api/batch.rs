@@ -382,9 +382,9 @@ async fn run_one(
     let fields = FieldsFilter::parse(facts.query.get("fields").and_then(Value::as_str))
         .map_err(|_| ApiError::bad_request())?;
     let saved = if kind == Kind::Create {
-        writer.create_with(&c, &item.body, uploads).await?
+        writer.create_with(&c, &item.body, uploads, &[]).await?
     } else {
-        writer.update_with(&c, id, &item.body, uploads).await?
+        writer.update_with(&c, id, &item.body, uploads, &[]).await?
     };
     Ok(Done {
         status: StatusCode::OK,

@@ -153,6 +153,9 @@ fn push(map: &mut Map<String, Value>, key: String, v: Value) {
 pub(crate) struct Parsed {
     pub data: Map<String, Value>,
     pub files: Vec<(String, crate::files::Upload)>,
+    /// Names of multipart text parts whose bytes were not UTF-8 (their values hold U+FFFD for
+    /// each invalid byte; a json field refuses such text as PocketBase does).
+    pub not_utf8: Vec<String>,
 }
 
 /// Bind a request body as PocketBase does: an empty body binds nothing (whatever its type);
@@ -185,6 +188,7 @@ async fn parse_into(
     let empty = Parsed {
         data: Map::new(),
         files: Vec::new(),
+        not_utf8: Vec::new(),
     };
     let ct = content_type(headers);
     if ct.starts_with("multipart/form-data") {
@@ -233,6 +237,7 @@ async fn parse_into(
             Ok(Value::Object(data)) => Ok(Parsed {
                 data,
                 files: Vec::new(),
+                not_utf8: Vec::new(),
             }),
             Ok(Value::Null) => Ok(empty),
             _ => Err(BindError::Malformed),
@@ -259,6 +264,7 @@ async fn parse_into(
         return Ok(Parsed {
             data,
             files: Vec::new(),
+            not_utf8: Vec::new(),
         });
     }
     Err(BindError::Unsupported)
@@ -333,6 +339,7 @@ where
     // PocketBase reads every plain part first and `@jsonPayload` on top, wherever it stood.
     let mut payloads = Vec::new();
     let mut files = Vec::new();
+    let mut not_utf8 = Vec::new();
     while let Some(mut field) = mp.next_field().await.map_err(&why)? {
         let name = field.name().unwrap_or("").to_owned();
         // Go's reader takes a part with an empty file name for a value.
@@ -356,6 +363,9 @@ where
         if name == "@jsonPayload" {
             payloads.push(text);
         } else {
+            if std::str::from_utf8(&raw).is_err() {
+                not_utf8.push(name.clone());
+            }
             push(&mut data, name, infer(&text));
         }
     }
@@ -369,7 +379,11 @@ where
             _ => return Err(BindError::Malformed),
         }
     }
-    Ok(Parsed { data, files })
+    Ok(Parsed {
+        data,
+        files,
+        not_utf8,
+    })
 }
 
 /// A part's file name as Go's multipart reader gives it: its last `/`-separated segment (a
@@ -429,6 +443,22 @@ mod tests {
         assert_eq!(p.data["nick"], "from payload");
         assert_eq!(p.data["n"], 1);
         assert_eq!(p.data["age"], 7);
+    }
+
+    #[tokio::test]
+    async fn multipart_text_parts_that_are_not_utf8_are_named() {
+        let body = b"--b\r\nContent-Disposition: form-data; name=\"j\"\r\n\r\n\xff\xfea\xc3\r\n\
+            --b\r\nContent-Disposition: form-data; name=\"t\"\r\n\r\n\xef\xbf\xbd\r\n--b--\r\n";
+        let once = futures_util::stream::once(async move {
+            Ok::<_, BindError>(bytes::Bytes::from_static(body))
+        });
+        let p = parse_multipart("b".into(), once, None)
+            .await
+            .expect("parses");
+        assert_eq!(p.data["j"], "\u{fffd}\u{fffd}a\u{fffd}");
+        // A genuine U+FFFD is UTF-8.
+        assert_eq!(p.data["t"], "\u{fffd}");
+        assert_eq!(p.not_utf8, vec!["j".to_owned()]);
     }
 
     #[test]

@@ -191,6 +191,72 @@ fn check_rules(schema: &Schema, built: &mut define::Built, original: Option<&Col
     });
 }
 
+/// PocketBase's follow-up to a collection saved or deleted: every other view whose query now
+/// gives different fields (their ids aside, case aside) is saved again with them, in the order
+/// of the schema, each seeing the ones before it. A view whose query fails now, or whose rules
+/// do not compile on its new fields, keeps what it had (PocketBase logs those and goes on).
+fn refresh_views(
+    tx: crate::store::Conn<'_>,
+    schema: &Schema,
+    except: &str,
+) -> Result<(), StoreError> {
+    let mut schema = Schema::new(schema.collections.iter().map(|c| (**c).clone()).collect());
+    let without_ids = |fields: &[crate::schema::Field]| {
+        let list: Vec<Value> = fields
+            .iter()
+            .map(|f| {
+                let mut raw = f.raw.clone();
+                raw.remove("id");
+                Value::Object(raw)
+            })
+            .collect();
+        Value::Array(list).to_string().to_lowercase()
+    };
+    let views: Vec<Arc<Collection>> = schema
+        .collections
+        .iter()
+        .filter(|c| c.is_view() && c.id != except)
+        .cloned()
+        .collect();
+    for v in views {
+        let fields = match ddl::probe_view(tx, &schema, v.view_query()) {
+            Ok(p) if p.error.is_none() => p.fields,
+            _ => continue,
+        };
+        if without_ids(&fields) == without_ids(&v.fields) {
+            continue;
+        }
+        let mut new = (*v).clone();
+        new.fields = fields;
+        new.updated = crate::schema::ids::now();
+        let future = Schema::new(
+            schema
+                .collections
+                .iter()
+                .map(|c| {
+                    if c.id == v.id {
+                        new.clone()
+                    } else {
+                        (**c).clone()
+                    }
+                })
+                .collect(),
+        );
+        let req = RequestInfo::default();
+        let r = &new.rules;
+        let compiles = [&r.list, &r.view, &r.create, &r.update, &r.delete]
+            .into_iter()
+            .flatten()
+            .all(|rule| query::compile_rule(&future, &new, rule, &req).is_ok());
+        if !compiles {
+            continue;
+        }
+        ddl::update_collection(tx, &v, &new)?;
+        schema = future;
+    }
+    Ok(())
+}
+
 pub(crate) async fn create(
     State(state): State<Shared>,
     _su: Superuser,
@@ -271,6 +337,17 @@ async fn save(
                 Some(old) => ddl::update_collection(tx, old, &new)?,
                 None => ddl::create_collection(tx, &new)?,
             }
+            let after = Schema::new(
+                store
+                    .schema()
+                    .collections
+                    .iter()
+                    .filter(|c| c.id != new.id)
+                    .map(|c| (**c).clone())
+                    .chain(std::iter::once(new.clone()))
+                    .collect(),
+            );
+            refresh_views(tx, &after, &new.id)?;
             Ok(new)
         })
         .await
@@ -307,7 +384,8 @@ pub(crate) async fn delete(
         .store
         .write_schema(move |tx| {
             ddl::delete_collection(tx, &c)?;
-            ddl::check_views(tx, &rest)
+            ddl::check_views(tx, &rest)?;
+            refresh_views(tx, &rest, &c.id)
         })
         .await
         .map_err(|e| match e {
@@ -476,12 +554,13 @@ fn import_all(
         current.push(c.clone());
         saved.push((old, entry, c));
     }
-    // Then validate each against what was saved.
+    // Then validate each against what was saved, as PocketBase does: a collection the import
+    // creates is checked as an update of itself (its id's create-only checks skipped, and a
+    // relation may point at itself), one it changes as an update of what it was.
     let fin = Schema::new(current.clone());
     for (old, entry, c) in &saved {
-        let others: Vec<Collection> = current.iter().filter(|x| x.id != c.id).cloned().collect();
-        let before = Schema::new(others);
-        let mut built = define::prepare(entry, old.as_ref(), &before)
+        let original = old.as_ref().filter(|o| o.id == c.id).unwrap_or(c);
+        let mut built = define::prepare(entry, Some(original), &fin)
             .map_err(|e| invalid(&c.name, &c.id, format!("{e:?}")))?;
         if built.collection.is_view() {
             let probe = ddl::probe_view(tx, &fin, built.collection.view_query())?;

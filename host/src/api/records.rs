@@ -248,6 +248,15 @@ fn cache_deps(
         return None;
     }
     let mut tables = sel.map_or_else(|| vec![c.name.clone()], |s| s.tables.clone());
+    // A view collection is an SQLite view: a write to a table it reads touches that table, never
+    // the view's name, so nothing would tell a cached answer that read a view is stale. Such
+    // answers are not cached (nor expansions while any view exists: one may be reached).
+    let is_view = |name: &str| schema.by_name(name).is_some_and(|v| v.is_view());
+    if tables.iter().any(|t| is_view(t))
+        || (expand && schema.collections.iter().any(|v| v.is_view()))
+    {
+        return None;
+    }
     let mut row_tables = Vec::new();
     if one_row && !expand && tables.len() == 1 {
         row_tables = std::mem::take(&mut tables);
@@ -351,6 +360,8 @@ struct WriteRequest {
     data: Map<String, Value>,
     /// File parts, received into the storage's temporary folder, by part name.
     uploads: Vec<(String, crate::files::Upload)>,
+    /// Form values whose bytes were not UTF-8 (read with U+FFFD), by body key.
+    not_utf8: Vec<String>,
 }
 
 async fn write_request(
@@ -400,6 +411,7 @@ async fn write_request(
         fields,
         data: parsed.data,
         uploads: parsed.files,
+        not_utf8: parsed.not_utf8,
     })
 }
 
@@ -436,7 +448,7 @@ pub(crate) async fn create(
     let ip = remote_ip(&state, &head);
     let access = write_access(&head, w.who.as_ref(), &w.q, ip.as_deref());
     let saved = Writer::new(&state.records, &access)
-        .create_with(&w.c, &w.data, w.uploads)
+        .create_with(&w.c, &w.data, w.uploads, &w.not_utf8)
         .await?;
     respond_written(&state, &w.c, saved, &access, &w.q, &w.fields).await
 }
@@ -451,7 +463,7 @@ pub(crate) async fn update(
     let ip = remote_ip(&state, &head);
     let access = write_access(&head, w.who.as_ref(), &w.q, ip.as_deref());
     let saved = Writer::new(&state.records, &access)
-        .update_with(&w.c, id, &w.data, w.uploads)
+        .update_with(&w.c, id, &w.data, w.uploads, &w.not_utf8)
         .await?;
     respond_written(&state, &w.c, saved, &access, &w.q, &w.fields).await
 }

@@ -34,13 +34,14 @@ impl<'a> Query<'a> {
     }
 
     fn is_empty(&self, r: &Res) -> bool {
-        r.kind == Kind::Null || (r.params.len() == 1 && self.param_is_empty(r.params[0]))
+        r.kind == Kind::Null
+            || (r.kind != Kind::Enforced && r.params.len() == 1 && self.param_is_empty(r.params[0]))
     }
 
     fn known_non_empty(&self, r: &Res) -> bool {
         r.kind == Kind::Const
             || (!r.params.is_empty()
-                && r.kind != Kind::Null
+                && !matches!(r.kind, Kind::Null | Kind::Enforced)
                 && !r.params.iter().any(|&i| self.param_is_empty(i)))
     }
 
@@ -231,15 +232,17 @@ impl<'a> Query<'a> {
         }
         let sql: Vec<&str> = resolved.iter().map(|r| r.sql.as_str()).collect();
         let mut res = Res::expr(render(&sql));
-        // The result carries its arguments' parameters, as PocketBase's does (they decide the
-        // empty / non-empty checks and get LIKE-wrapped on the right of `~`), except strftime's
-        // format, which PocketBase writes into the SQL itself (here it stays bound).
-        let skip = usize::from(name == "strftime");
+        // The result carries every argument's parameters, strftime's format included (PocketBase
+        // binds it too): on the right of `~` they are all LIKE-wrapped, so a format without `%`
+        // gets wrapped itself, and a format with one leaves the result unwrapped (`2019 !~
+        // strftime('%Y', when)` is `2019 NOT LIKE strftime('%Y', when)`).
         res.params = resolved
             .iter()
-            .skip(skip)
             .flat_map(|r| r.params.iter().copied())
             .collect();
+        if name == "strftime" {
+            res.kind = Kind::Enforced;
+        }
         // An argument over a multi-value path makes the result multi-valued too.
         // (Other arguments keep their outer-query SQL, which the correlated subquery can see.)
         if let Some(k) = resolved.iter().position(|r| r.multi.is_some())

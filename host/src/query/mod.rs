@@ -179,6 +179,9 @@ enum Kind {
     Null,
     /// A constant known to be non-empty (`1`, `0`, `TRUE`, `FALSE`).
     Const,
+    /// A `strftime` result: PocketBase enforces its NULL fallback, so its bound parameters
+    /// never make it known empty or known non-empty in `=`/`!=` (it may be NULL either way).
+    Enforced,
 }
 
 #[derive(Debug, Clone)]

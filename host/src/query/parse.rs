@@ -819,6 +819,19 @@ pub(crate) fn parse_fields(input: &str) -> Result<Vec<FieldSel>, ParseError> {
             Some((path, modifier)) => (path, Some(parse_excerpt(modifier)?)),
             None => (item, None),
         };
+        // PocketBase matches a key by comparing `path + "."` with `key + "."` and drops one `.`
+        // from what remains, so a single trailing dot (`expand.`) selects the whole value like
+        // `expand` does; `*.` is no star there, so it keeps its empty last segment.
+        let path = match path.strip_suffix('.') {
+            Some(head)
+                if !head.is_empty()
+                    && !head.ends_with('.')
+                    && head.rsplit('.').next() != Some("*") =>
+            {
+                head
+            }
+            _ => path,
+        };
         out.push(FieldSel {
             path: path.split('.').map(str::to_string).collect(),
             excerpt,
@@ -1563,7 +1576,14 @@ mod tests {
             parse_fields("títle.é"),
             Ok(vec![sel(&["títle", "é"], None)])
         );
-        assert_eq!(parse_fields("title."), Ok(vec![sel(&["title", ""], None)]));
+        // One trailing dot selects the key whole (PocketBase trims one dot from what remains);
+        // two leave an empty step that selects nothing, and `*.` is no star.
+        assert_eq!(parse_fields("title."), Ok(vec![sel(&["title"], None)]));
+        assert_eq!(
+            parse_fields("title.."),
+            Ok(vec![sel(&["title", "", ""], None)])
+        );
+        assert_eq!(parse_fields("a.*."), Ok(vec![sel(&["a", "*", ""], None)]));
         for bad_fields in [
             "t:excerpt(a)",
             "t:excerpt(-1)",

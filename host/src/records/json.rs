@@ -421,6 +421,21 @@ mod tests {
     }
 
     #[test]
+    fn fields_with_one_trailing_dot_keep_the_whole_value() {
+        let v = json!({"name":"n","expand":{"a":{"id":"x","body":"b"}},"other":1});
+        let whole = FieldsFilter::parse(Some("name,expand.a.id,expand."))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            whole.apply_value(v.clone()),
+            json!({"name":"n","expand":{"a":{"id":"x","body":"b"}}})
+        );
+        // Two dots, or a star with a dot, select nothing below their key.
+        let none = FieldsFilter::parse(Some("expand..,*.")).unwrap().unwrap();
+        assert_eq!(none.apply_value(v), json!({"expand":{}}));
+    }
+
+    #[test]
     fn star_keeps_everything_and_nested_paths_narrow() {
         let f = FieldsFilter::parse(Some("*,record.id")).unwrap().unwrap();
         let v = json!({"token":"t","record":{"id":"x","email":"e"}});

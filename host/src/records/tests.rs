@@ -242,3 +242,31 @@ async fn a_password_bcrypt_refuses_ends_a_guest_create_before_its_field_errors()
         .expect("72 bytes hash");
     assert_eq!(titles(&f).await, ["t"]);
 }
+
+#[tokio::test]
+async fn a_single_file_field_checks_only_the_last_name_it_is_given() {
+    let f = fixture(json!({"createRule": "", "fields": [
+        {"name": "title", "type": "text", "required": true},
+        {"name": "doc", "type": "file", "maxSelect": 1},
+        {"name": "pics", "type": "file", "maxSelect": 3}]}))
+    .await;
+    let g = guest();
+    let w = Writer::new(&f.records, &g);
+    let sent = json!({"title": "t", "doc": [1, "a", null], "pics": [1, "a", null]});
+    match w.create(&f.notes, &body(sent)).await {
+        Err(RecordError::Invalid { data, .. }) => {
+            // PocketBase keeps a single-file field's last name before it checks the names.
+            assert_eq!(
+                data["doc"]["params"]["invalidFiles"],
+                json!(["a"]),
+                "{data:?}"
+            );
+            assert_eq!(
+                data["pics"]["params"]["invalidFiles"],
+                json!(["1", "a"]),
+                "{data:?}"
+            );
+        }
+        other => panic!("expected a validation error, got {:?}", other.err()),
+    }
+}

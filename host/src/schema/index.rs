@@ -21,6 +21,9 @@ pub(crate) struct Index {
     pub columns: Vec<IndexColumn>,
     pub unique: bool,
     pub optional: bool,
+    /// A column that is only quotes or blanks (`(a, ``)`): PocketBase 0.40.6 refuses the whole
+    /// index for it (an empty item, `(a,)`, is merely skipped).
+    pub blank_column: bool,
 }
 
 // The statement must end with its column list or its WHERE clause; text before `CREATE` is
@@ -132,6 +135,7 @@ impl Index {
                 .trim_matches(TRIM)
                 .to_owned();
             if name.is_empty() {
+                out.blank_column = true;
                 continue;
             }
             out.columns.push(IndexColumn {
@@ -145,7 +149,10 @@ impl Index {
     }
 
     pub(crate) fn is_valid(&self) -> bool {
-        !self.index_name.is_empty() && !self.table_name.is_empty() && !self.columns.is_empty()
+        !self.index_name.is_empty()
+            && !self.table_name.is_empty()
+            && !self.columns.is_empty()
+            && !self.blank_column
     }
 
     /// The normalised statement ("" for an invalid index).
@@ -238,6 +245,14 @@ mod tests {
             ("create index on t (id)", ""),
             ("create index i on t ()", ""),
             ("DROP TABLE users", ""),
+            ("create index i on t (`a`, ``)", ""),
+            ("create index i on t (``, a)", ""),
+            ("create index i on t (a, \"\")", ""),
+            ("create index i on t (`a`, ` `)", ""),
+            (
+                "create index i on t (`a`,)",
+                "CREATE INDEX `i` ON `t` (`a`)",
+            ),
             (
                 "create index i on t (id))",
                 "CREATE INDEX `i` ON `t` (`id)`)",

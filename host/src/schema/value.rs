@@ -473,6 +473,18 @@ fn normalize_json_string(s: &str) -> Value {
 /// DEL, or a non-printable character beyond the Basic Multilingual Plane. PocketBase then
 /// refuses the value; so does this, given the raw input of a json field.
 pub(crate) fn json_input_error(f: &Field, raw: &Value) -> Option<Value> {
+    json_text_error(f, raw, false)
+}
+
+/// [`json_input_error`] for a form value whose bytes were not UTF-8, each invalid byte read as
+/// U+FFFD: Go quotes such a byte as `\xff`, which is no JSON, so text that is not JSON itself
+/// is refused (or too large, four bytes a byte) where the same text with a genuine U+FFFD is
+/// stored.
+pub(crate) fn json_input_error_not_utf8(f: &Field, raw: &Value) -> Option<Value> {
+    json_text_error(f, raw, true)
+}
+
+fn json_text_error(f: &Field, raw: &Value, not_utf8: bool) -> Option<Value> {
     static PRINTABLE: LazyLock<regex::Regex> = LazyLock::new(|| {
         regex::Regex::new(r"^[\p{L}\p{M}\p{N}\p{P}\p{S}]$").expect("static regex")
     });
@@ -484,14 +496,18 @@ pub(crate) fn json_input_error(f: &Field, raw: &Value) -> Option<Value> {
     if ["null", "true", "false", ""].contains(&s.as_str()) {
         return None;
     }
+    let invalid = Some(verr(
+        "validation_invalid_json",
+        "Must be a valid json value.",
+    ));
+    // PocketBase checks the stored text's size before its validity: a value too large for the
+    // field gets the size error (from `validate`), not this one.
+    let mut max = f.opt_i64("maxSize");
+    if max <= 0 {
+        max = JSON_MAX_BYTES_DEFAULT;
+    }
     // JSON text whose number is out of range (`-1e400`) is valid to PocketBase's check and
     // stored as such, and fails when read back as a value: refused.
-    let invalid = || {
-        Some(verr(
-            "validation_invalid_json",
-            "Must be a valid json value.",
-        ))
-    };
     let json_like = s
         .bytes()
         .next()
@@ -500,15 +516,41 @@ pub(crate) fn json_input_error(f: &Field, raw: &Value) -> Option<Value> {
         && json_depth(s.as_bytes()) <= JSON_DEPTH_MAX
         && serde_json::from_slice::<serde::de::IgnoredAny>(s.as_bytes()).is_ok()
     {
-        return invalid();
+        return if s.len() as i64 > max { None } else { invalid };
     }
-    let quotable = s.chars().all(|c| match c {
-        '\u{8}' | '\u{c}' | '\n' | '\r' | '\t' => true,
-        c if c < ' ' || c == '\u{7f}' => false,
-        c if (c as u32) < 0x10000 => true,
-        c => PRINTABLE.is_match(c.encode_utf8(&mut [0u8; 4])),
-    });
-    if quotable { None } else { invalid() }
+    // Any other text is stored as Go's `strconv.Quote` of it.
+    let mut quotable = true;
+    let mut quoted_len: i64 = 2;
+    for c in s.chars() {
+        quoted_len += match c {
+            '"' | '\\' | '\u{8}' | '\u{c}' | '\n' | '\r' | '\t' => 2,
+            '\u{7}' | '\u{b}' => {
+                quotable = false;
+                2
+            }
+            c if c < ' ' || c == '\u{7f}' => {
+                quotable = false;
+                4
+            }
+            '\u{fffd}' if not_utf8 => {
+                quotable = false;
+                4
+            }
+            c if PRINTABLE.is_match(c.encode_utf8(&mut [0u8; 4])) || c == ' ' => {
+                c.len_utf8() as i64
+            }
+            c if (c as u32) < 0x10000 => 6,
+            _ => {
+                quotable = false;
+                10
+            }
+        };
+    }
+    if quotable || quoted_len > max {
+        None
+    } else {
+        invalid
+    }
 }
 
 /// A select, relation or file value as its list of names.
@@ -1176,6 +1218,25 @@ mod tests {
         }
         // Unparseable text is 0, as PocketBase's cast makes it.
         assert_eq!(coerce(&f, &json!("1e400")), json!(0));
+    }
+
+    #[test]
+    fn json_text_is_refused_as_pocketbase_quotes_it() {
+        let j = field(json!({"type": "json"}));
+        let small = field(json!({"type": "json", "maxSize": 5}));
+        let refused = |e: Option<Value>| e.is_some_and(|e| e["code"] == "validation_invalid_json");
+        // A control character quotes as `\x01`: not JSON.
+        assert!(refused(json_input_error(&j, &json!("a\u{1}"))));
+        assert!(json_input_error(&j, &json!("plain text")).is_none());
+        // Too large for the field: the size check answers first (in `validate`).
+        assert!(json_input_error(&small, &json!("-1e400")).is_none());
+        assert!(refused(json_input_error(&j, &json!("-1e400"))));
+        // U+FFFD standing for a byte that was not UTF-8 is refused; a genuine one is text.
+        let fffd = json!("\u{fffd}\u{fffd}a\u{fffd}");
+        assert!(refused(json_input_error_not_utf8(&j, &fffd)));
+        assert!(json_input_error(&j, &fffd).is_none());
+        // JSON text is JSON whatever its bytes were.
+        assert!(json_input_error_not_utf8(&j, &json!("\"\u{fffd}\"")).is_none());
     }
 
     #[test]

@@ -74,7 +74,12 @@ pub(super) fn apply_body(
                     // already attached (kept); any other is refused, as PocketBase refuses names
                     // that are not among the record's files or this request's uploads.
                     let current = value::to_list(&draft.values[i]);
-                    let wanted = value::to_list(v);
+                    let mut wanted = value::to_list(v);
+                    // A single-file field keeps the last name it is given: PocketBase
+                    // normalises the value before it checks the names.
+                    if !f.is_multi() && wanted.len() > 1 {
+                        wanted = wanted.split_off(wanted.len() - 1);
+                    }
                     unknown_files(i, &current, &wanted, &mut draft.input_errors);
                     let keep: Vec<Value> = wanted
                         .into_iter()
@@ -104,6 +109,33 @@ pub(super) fn apply_body(
             continue;
         }
         draft.values[i] = apply_modifier(f, &draft.values[i], m, v);
+    }
+}
+
+/// Body values whose bytes were not UTF-8 (`not_utf8`, by body key) sent to json fields: the
+/// value was read with U+FFFD for each invalid byte, which PocketBase would have quoted as
+/// `\xff` and refused (see `value::json_input_error_not_utf8`).
+pub(super) fn refuse_not_utf8_json(
+    c: &Collection,
+    draft: &mut Draft,
+    data: &Map<String, Value>,
+    not_utf8: &[String],
+    superuser: bool,
+) {
+    for key in not_utf8 {
+        let (Some(i), Some(v)) = (idx(c, key), data.get(key)) else {
+            continue;
+        };
+        let f = &c.fields[i];
+        if f.kind != FieldType::Json
+            || (f.hidden && !superuser)
+            || draft.input_errors.iter().any(|(j, _)| *j == i)
+        {
+            continue;
+        }
+        if let Some(e) = value::json_input_error_not_utf8(f, v) {
+            draft.input_errors.push((i, e));
+        }
     }
 }
 

@@ -474,20 +474,23 @@ impl<'a> Writer<'a> {
         c: &Arc<Collection>,
         data: &Map<String, Value>,
     ) -> Result<StoreRecord> {
-        self.create_with(c, data, Vec::new()).await
+        self.create_with(c, data, Vec::new(), &[]).await
     }
 
     /// [`Self::create`] with uploads by body key (`field`, `field+`, `+field`); they are
     /// placed once the record is committed, and dropped (temp files deleted) otherwise.
+    /// `not_utf8` names the body keys whose form bytes were not UTF-8.
     pub(crate) async fn create_with(
         &self,
         c: &Arc<Collection>,
         data: &Map<String, Value>,
         uploads: Vec<(String, Upload)>,
+        not_utf8: &[String],
     ) -> Result<StoreRecord> {
         writable(c)?;
         let superuser = self.access.is_superuser();
         let mut draft = Draft::new_record(c, data, superuser);
+        draft::refuse_not_utf8_json(c, &mut draft, data, not_utf8, superuser);
         let id_idx = draft::fill_new(c, &mut draft, data)?;
         if !superuser && c.rules.create.is_some() && draft::unhashable_password(c, data) {
             return Err(RecordError::Refused(MSG_CREATE_FAILED));
@@ -566,7 +569,7 @@ impl<'a> Writer<'a> {
         id: String,
         data: &Map<String, Value>,
     ) -> Result<StoreRecord> {
-        self.update_with(c, id, data, Vec::new()).await
+        self.update_with(c, id, data, Vec::new(), &[]).await
     }
 
     /// [`Self::update`] with uploads (see [`Self::create_with`]); files the update drops are
@@ -577,6 +580,7 @@ impl<'a> Writer<'a> {
         id: String,
         data: &Map<String, Value>,
         uploads: Vec<(String, Upload)>,
+        not_utf8: &[String],
     ) -> Result<StoreRecord> {
         writable(c)?;
         let superuser = self.access.is_superuser();
@@ -593,6 +597,7 @@ impl<'a> Writer<'a> {
             .ok_or(RecordError::NotFound)?;
 
         let (mut draft, before) = Draft::existing(c, &existing, data, superuser);
+        draft::refuse_not_utf8_json(c, &mut draft, data, not_utf8, superuser);
         let pending = draft::attach_uploads(c, &mut draft, data, uploads);
         let reg = self.records.plugins.registry();
         let slots = reg.hooks(&c.id);

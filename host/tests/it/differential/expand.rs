@@ -329,6 +329,18 @@ impl Gen {
             s.push('.');
             s.push_str(key);
         }
+        // A path named `expand` gives `expand.expand`: PocketBase's picker renames the entry to
+        // what remains (`expand`) inside a loop over a Go map, and whether that loop visits the
+        // renamed entry again (then keeping the whole value) is left to Go's map order, so
+        // PocketBase answers such a selection differently from request to request. Cut there.
+        if let Some(j) = names.iter().take(upto).position(|n| n.trim() == "expand") {
+            let kept: Vec<String> = names[..j].iter().map(|n| format!("expand.{n}")).collect();
+            return if kept.is_empty() {
+                "expand".to_owned()
+            } else {
+                kept.join(".")
+            };
+        }
         s
     }
 

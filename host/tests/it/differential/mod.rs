@@ -19,6 +19,8 @@
 //! * `DIFF_SCALE` — multiplies every suite's default number of cases (default 1).
 //! * `DIFF_CASES`, `DIFF_COLLECTION_CASES`, `DIFF_RECORD_CASES`, `DIFF_EXPAND_CASES` — the
 //!   number of cases of one suite (filters, collections, records, expand), overriding the scale.
+//! * `DIFF_TRACE=1` — the collections suite prints every step as it sends it (with
+//!   `--nocapture`), to replay an episode by hand.
 //! * `DIFF_BOTH_REFERENCE=1` — the reference PocketBase on both sides: proves a harness
 //!   deterministic (it must report no mismatch).
 //! * `FERROBASE_REFERENCE_BIN` — the reference binary (default `.venv-ref/bin/pocketbase` at the

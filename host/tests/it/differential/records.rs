@@ -24,10 +24,7 @@ use std::time::Instant;
 const DEFAULT_CASES: usize = 1000;
 
 /// Where ferrobase knowingly differs; matched against the case's text.
-const KNOWN: &[Known] = &[Known {
-    pattern: "* multipart * raw part j=*",
-    reason: "A multipart text part with invalid UTF-8 bytes sent to a json field: PocketBase quotes the raw bytes with Go's strconv.Quote (`\\xff`), which is not JSON, and refuses the value (`validation_invalid_json`); ferrobase reads every form value as text with each invalid byte replaced by U+FFFD (what PocketBase's own JSON output shows for such bytes in a text field) and stores that string. Telling an invalid byte from a genuine U+FFFD would need the raw bytes carried from the body parser to the field's coercion.",
-}];
+const KNOWN: &[Known] = &[];
 /// Explained single differences (see `super::known_finding`).
 const KNOWN_DETAILS: &[Known] = &[];
 
