@@ -60,8 +60,8 @@ fn type_by_extension(name: &str) -> Option<&'static str> {
     })
 }
 
-/// How many bytes one chunk of a streamed file holds.
-const CHUNK_BYTES: usize = 64 << 10;
+/// How many bytes one chunk of a streamed file holds; a file no larger is read in one go.
+const CHUNK_BYTES: usize = 256 << 10;
 
 pub(crate) async fn download(
     State(state): State<Shared>,
@@ -191,25 +191,25 @@ async fn serve(
     download: bool,
     req: &HeaderMap,
 ) -> ApiResult<Response> {
-    let file = tokio::fs::File::open(&path)
-        .await
-        .map_err(|_| ApiError::not_found())?;
-    let meta = file.metadata().await.map_err(|_| ApiError::not_found())?;
-    let stored_type = {
-        let p = path.clone();
-        tokio::task::spawn_blocking(move || Storage::content_type(&p))
-            .await
-            .unwrap_or_else(|_| "application/octet-stream".to_owned())
+    // One trip to the blocking pool opens the file, reads its size, date and sidecar type and,
+    // for a small file (thumbs, avatars), its bytes too.
+    let Ok(Ok(opened)) = tokio::task::spawn_blocking(move || open_for_serving(&path)).await else {
+        return Err(ApiError::not_found());
     };
+    let Opened {
+        file,
+        size,
+        modified,
+        stored_type,
+        small,
+    } = opened;
     let disposition = if !download && INLINE_TYPES.contains(&stored_type.as_str()) {
         "inline"
     } else {
         "attachment"
     };
     let content_type = type_by_extension(name).map_or(stored_type.clone(), str::to_owned);
-    let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
     let last_modified = httpdate::fmt_http_date(modified);
-    let size = meta.len();
 
     let mut h = HeaderMap::new();
     let mut set = |k: header::HeaderName, v: &str| {
@@ -282,7 +282,51 @@ async fn serve(
     if let Ok(v) = HeaderValue::from_str(&len.to_string()) {
         h.insert(header::CONTENT_LENGTH, v);
     }
-    Ok((status, h, Body::from_stream(stream(file, start, len))).into_response())
+    let body = match small {
+        Some(bytes) => {
+            let (a, n) = (
+                usize::try_from(start).unwrap_or(0),
+                usize::try_from(len).unwrap_or(0),
+            );
+            Body::from(bytes.slice(a.min(bytes.len())..(a + n).min(bytes.len())))
+        }
+        None => Body::from_stream(stream(file, start, len)),
+    };
+    Ok((status, h, body).into_response())
+}
+
+/// A file opened to be served: its size, date and stored type, and its bytes when it is small.
+struct Opened {
+    file: std::fs::File,
+    size: u64,
+    modified: SystemTime,
+    stored_type: String,
+    small: Option<bytes::Bytes>,
+}
+
+/// Blocking: open a stored file (a regular file only) with what serving it needs.
+fn open_for_serving(path: &std::path::Path) -> std::io::Result<Opened> {
+    use std::io::Read as _;
+    let mut file = std::fs::File::open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::ErrorKind::NotFound.into());
+    }
+    let size = meta.len();
+    let small = if size <= CHUNK_BYTES as u64 {
+        let mut buf = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        file.read_to_end(&mut buf)?;
+        Some(bytes::Bytes::from(buf))
+    } else {
+        None
+    };
+    Ok(Opened {
+        size: small.as_ref().map_or(size, |b| b.len() as u64),
+        modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+        stored_type: Storage::content_type(path),
+        small,
+        file,
+    })
 }
 
 /// A string quoted as Go's `strconv.Quote` quotes it (PocketBase quotes the disposition's file
@@ -347,37 +391,37 @@ fn single_range(r: &str, size: u64) -> Option<(u64, u64)> {
     (end >= start).then_some((start, end))
 }
 
-/// `len` bytes of `file` from `start`, in chunks: the file is never read whole.
+/// `len` bytes of `file` from `start`, in chunks read on the blocking pool one at a time (no
+/// thread is held between chunks, however slowly the client reads): the file is never read whole.
 fn stream(
-    file: tokio::fs::File,
+    file: std::fs::File,
     start: u64,
     len: u64,
 ) -> impl futures_util::Stream<Item = std::io::Result<bytes::Bytes>> + Send + 'static {
-    use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
-    futures_util::stream::try_unfold(
-        (file, start, len, false),
-        |(mut file, start, left, seeked)| async move {
-            if left == 0 {
-                return Ok(None);
-            }
-            if !seeked && start > 0 {
-                file.seek(std::io::SeekFrom::Start(start)).await?;
-            }
-            let want = usize::try_from(left)
-                .unwrap_or(CHUNK_BYTES)
-                .min(CHUNK_BYTES);
+    let file = std::sync::Arc::new(file);
+    futures_util::stream::try_unfold((file, start, len), |(file, at, left)| async move {
+        if left == 0 {
+            return Ok(None);
+        }
+        let want = usize::try_from(left)
+            .unwrap_or(CHUNK_BYTES)
+            .min(CHUNK_BYTES);
+        let f = std::sync::Arc::clone(&file);
+        let buf = tokio::task::spawn_blocking(move || {
+            use std::os::unix::fs::FileExt as _;
             let mut buf = vec![0u8; want];
-            let n = file.read(&mut buf).await?;
+            let n = f.read_at(&mut buf, at)?;
             if n == 0 {
                 return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
             }
             buf.truncate(n);
-            Ok(Some((
-                bytes::Bytes::from(buf),
-                (file, start, left - n as u64, true),
-            )))
-        },
-    )
+            Ok(buf)
+        })
+        .await
+        .map_err(std::io::Error::other)??;
+        let n = buf.len() as u64;
+        Ok(Some((bytes::Bytes::from(buf), (file, at + n, left - n))))
+    })
 }
 
 #[cfg(test)]
