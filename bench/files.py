@@ -2,8 +2,8 @@
 
 Scenarios (each server on a fresh data dir, pinned to --server-cpus; wrk on --wrk-cpus):
   upload_1m     POST multipart creates, each with one 1 MiB file          (wrk, lua/upload.lua)
-  download_1m   GET of one stored 1 MiB file                              (wrk, lua/fetch.lua)
-  thumb_cached  GET ?thumb=100x100 of a 640x480 PNG, the thumb made once  (wrk, lua/fetch.lua)
+  download_1m   GET of one stored 1 MiB file                              (wrk, lua/get.lua)
+  thumb_cached  GET ?thumb=100x100 of a 640x480 PNG, the thumb made once  (wrk, lua/get.lua)
   rss_20x20     20 clients upload 20 MiB each at once: the server's peak RSS (sampled every 20 ms)
 
 Run through bench/files.sh (it builds ferrobase; the reference and wrk come from bench/run.sh).
@@ -130,11 +130,13 @@ def wrk(a, script, url, conns, env=None):
     if a.wrk_cpus:
         cmd = ["taskset", "-c", a.wrk_cpus] + cmd
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=a.duration + 90,
-                       env={**os.environ, **(env or {})})
+                       env={**os.environ, "BENCH_LUA_DIR": os.path.join(HERE, "lua"), **(env or {})})
     for line in r.stdout.splitlines():
-        if line.startswith("WRKJSON "):
+        if line.startswith("WRKJSON "):  # printed by lua/common.lua's done()
             j = json.loads(line[8:])
-            j["rps"] = j["requests"] / (j["duration_us"] / 1e6)
+            j["rps"] = j["requests"] / j["duration_s"]
+            j["non2xx"] = j["err_status"]
+            j["socket_errors"] = j["err_connect"] + j["err_read"] + j["err_write"] + j["err_timeout"]
             return j
     raise RuntimeError(f"wrk rc={r.returncode}: {(r.stderr or r.stdout)[-300:]}")
 
@@ -195,9 +197,9 @@ def run(a, kind):
         if "upload_1m" in a.only:
             row["upload_1m"] = wrk(a, "upload.lua", s.base + "/api/collections/media/records", a.upload_conns)
         if "download_1m" in a.only:
-            row["download_1m"] = wrk(a, "fetch.lua", s.base + fx["blob"][0], a.conns)
+            row["download_1m"] = wrk(a, "get.lua", s.base + fx["blob"][0], a.conns)
         if "thumb_cached" in a.only:
-            row["thumb_cached"] = wrk(a, "fetch.lua", s.base + fx["image"][0] + "?thumb=100x100", a.conns)
+            row["thumb_cached"] = wrk(a, "get.lua", s.base + fx["image"][0] + "?thumb=100x100", a.conns)
             row["thumb_bytes"] = fx["thumb_bytes"]
         if "rss_20x20" in a.only:
             row["rss_20x20"] = rss_20x20(s)
@@ -223,7 +225,7 @@ def render(rows, a):
         if scn not in a.only:
             continue
         fb, pb = med("ferrobase", scn, "rps"), med("pocketbase", scn, "rps")
-        cell = lambda v, k: "-" if v is None else f"{v:,.0f} req/s (p99 {med(k, scn, 'p99_us') / 1000:.1f} ms)"
+        cell = lambda v, k: "-" if v is None else f"{v:,.0f} req/s (p99 {med(k, scn, 'lat_p99_ms'):.1f} ms)"
         ratio = f"{fb / pb:.2f}x" if fb and pb else "-"
         lines.append(f"| {scn} | {cell(fb, 'ferrobase')} | {cell(pb, 'pocketbase')} | {ratio} |")
     if "rss_20x20" in a.only:

@@ -1,5 +1,6 @@
 -- upload: POST a multipart create carrying one file of BENCH_UPLOAD_BYTES bytes (default 1 MiB)
 -- to the URL given to wrk. The body is built once; every request sends the same bytes.
+dofile(os.getenv("BENCH_LUA_DIR") .. "/common.lua")
 local size = tonumber(os.getenv("BENCH_UPLOAD_BYTES") or "1048576")
 local boundary = "----ferrobase-bench-upload"
 local chunk = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_"
@@ -11,10 +12,3 @@ wrk.body = "--" .. boundary .. "\r\n"
   .. "Content-Type: application/octet-stream\r\n\r\n"
   .. payload .. "\r\n--" .. boundary .. "--\r\n"
 
-function done(summary, latency, requests)
-  io.write(string.format("WRKJSON {\"requests\":%d,\"duration_us\":%d,\"p50_us\":%d,\"p99_us\":%d," ..
-    "\"non2xx\":%d,\"socket_errors\":%d}\n",
-    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
-    summary.errors.status,
-    summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout))
-end

@@ -38,14 +38,14 @@ fn send(s: &Server, method: &str, path: &str, su: &str, body: Vec<u8>) -> crate:
 }
 
 /// A download: status, headers (lowercase names) and raw bytes.
-struct Got {
-    status: u16,
-    headers: Vec<(String, String)>,
-    bytes: Vec<u8>,
+pub(super) struct Got {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub bytes: Vec<u8>,
 }
 
 impl Got {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(super) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k == name)
@@ -54,12 +54,17 @@ impl Got {
 }
 
 fn fetch(s: &Server, path: &str, headers: &[(&str, &str)]) -> Got {
+    fetch_at(&s.addr, path, headers)
+}
+
+/// A GET of `path` on the server at `addr` (thumbs may take a while to make: 60 s).
+pub(super) fn fetch_at(addr: &str, path: &str, headers: &[(&str, &str)]) -> Got {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
+        .timeout_global(Some(Duration::from_secs(60)))
         .build()
         .into();
-    let mut rb = agent.get(format!("http://{}{}", s.addr, path));
+    let mut rb = agent.get(format!("http://{addr}{path}"));
     for (k, v) in headers {
         rb = rb.header(*k, *v);
     }

@@ -5,10 +5,10 @@
 //! bombs), and one generation answering many concurrent requests.
 
 use crate::common::{Server, reference_and_subject};
+use crate::files::{Got, fetch_at};
 use image::{ImageFormat, RgbaImage};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 const BOUNDARY: &str = "----ferrobase-thumbs-test";
 
@@ -124,41 +124,8 @@ fn multipart(files: &[(&str, Vec<u8>, f64)]) -> Vec<u8> {
     b
 }
 
-struct Got {
-    status: u16,
-    headers: Vec<(String, String)>,
-    bytes: Vec<u8>,
-}
-
-impl Got {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
 fn fetch(addr: &str, path: &str) -> Got {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(60)))
-        .build()
-        .into();
-    let mut res = agent
-        .get(format!("http://{addr}{path}"))
-        .call()
-        .expect("download");
-    let headers = res
-        .headers()
-        .iter()
-        .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
-        .collect();
-    Got {
-        status: res.status().as_u16(),
-        headers,
-        bytes: res.body_mut().read_to_vec().unwrap_or_default(),
-    }
+    fetch_at(addr, path, &[])
 }
 
 struct Side {
