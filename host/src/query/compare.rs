@@ -124,11 +124,9 @@ impl<'a> Query<'a> {
         );
         if !any {
             let all = match (&l.multi, &r.multi) {
-                (Some(lm), Some(rm)) => {
-                    Some(self.many_vs_many(lm, l.no_coalesce, rm, r.no_coalesce, op))
-                }
-                (Some(lm), None) => Some(self.many_vs_one(lm, l.no_coalesce, op, r, false)),
-                (None, Some(rm)) => Some(self.many_vs_one(rm, r.no_coalesce, op, l, true)),
+                (Some(lm), Some(rm)) => Some(self.many_vs_many(lm, l, rm, r, op)),
+                (Some(lm), None) => Some(self.many_vs_one(lm, l, op, r, false)),
+                (None, Some(rm)) => Some(self.many_vs_one(rm, r, op, l, true)),
                 (None, None) => None,
             };
             if let Some(all) = all {
@@ -141,23 +139,29 @@ impl<'a> Query<'a> {
         expr
     }
 
+    /// The "every value" subquery of a multi-valued side against a single one. As in
+    /// PocketBase, the multi side's value keeps that side's NULL treatment (json's `IS`, strftime's
+    /// enforced fallback) and the single side is compared as a plain expression with its
+    /// parameters: its own NULL treatment is dropped.
     fn many_vs_one(
         &mut self,
         mm: &MultiMatch,
-        no_coalesce: bool,
+        many: &Res,
         op: Op,
         other: &Res,
         inverse: bool,
     ) -> String {
         let alias = self.next_sub_alias("__sm");
-        let mut value = Res {
-            no_coalesce,
-            ..Res::expr(format!("{}.`multiMatchValue`", qi(&alias)))
-        };
+        let mut value = multi_value(&alias, many);
         let mut other = Res {
             multi: None,
             after: None,
             no_coalesce: false,
+            kind: if other.kind == Kind::Enforced {
+                Kind::Expr
+            } else {
+                other.kind
+            },
             ..other.clone()
         };
         let cond = if inverse {
@@ -175,21 +179,15 @@ impl<'a> Query<'a> {
     fn many_vs_many(
         &mut self,
         lm: &MultiMatch,
-        lnc: bool,
+        left: &Res,
         rm: &MultiMatch,
-        rnc: bool,
+        right: &Res,
         op: Op,
     ) -> String {
         let la = self.next_sub_alias("__ml");
         let ra = self.next_sub_alias("__mr");
-        let l = Res {
-            no_coalesce: lnc,
-            ..Res::expr(format!("{}.`multiMatchValue`", qi(&la)))
-        };
-        let mut r = Res {
-            no_coalesce: rnc,
-            ..Res::expr(format!("{}.`multiMatchValue`", qi(&ra)))
-        };
+        let l = multi_value(&la, left);
+        let mut r = multi_value(&ra, right);
         let cond = self.base_cmp(&l, op, &mut r);
         format!(
             "NOT EXISTS (SELECT 1 FROM ({}) {} LEFT JOIN ({}) {} WHERE NOT ({cond}))",
@@ -264,5 +262,19 @@ impl<'a> Query<'a> {
             res.multi = Some(Box::new(mm));
         }
         Ok(res)
+    }
+}
+
+/// The value column of a multi-match subquery aliased `alias`, with the NULL treatment of the
+/// multi-valued operand it stands for (json's `IS`, strftime's enforced fallback).
+fn multi_value(alias: &str, many: &Res) -> Res {
+    Res {
+        no_coalesce: many.no_coalesce,
+        kind: if many.kind == Kind::Enforced {
+            Kind::Enforced
+        } else {
+            Kind::Expr
+        },
+        ..Res::expr(format!("{}.`multiMatchValue`", qi(alias)))
     }
 }
