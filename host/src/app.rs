@@ -97,6 +97,10 @@ pub(crate) async fn serve(
             .await
             .map_err(std::io::Error::other)?,
     );
+    // Files go where the stored settings say (and follow every settings change after).
+    records
+        .files
+        .use_s3(api::settings::s3_config(&settings.current().s3));
     let state = Arc::new(AppState {
         store: Arc::clone(&store),
         settings,
