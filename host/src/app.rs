@@ -86,7 +86,7 @@ pub(crate) async fn serve(
         store: Arc::clone(&store),
         plugins: Arc::clone(&plugins),
         feed,
-        files,
+        files: Arc::clone(&files),
     });
     plugins.set_services(Arc::new(crate::records::services::RecordServices {
         records: Arc::downgrade(&records),
@@ -124,6 +124,8 @@ pub(crate) async fn serve(
         realtime.close_all();
     };
     crate::http::serve(listener, http_limits(&cfg), router, shutdown).await?;
+    // Committed writes' uploads and deletes still going to S3 finish before the process ends.
+    files.settle_all().await;
     let s = Arc::clone(&store);
     let _ = tokio::task::spawn_blocking(move || s.close()).await;
     Ok(())

@@ -517,3 +517,48 @@ fn a_bucket_written_by_pocketbase_serves_both_ways() {
         "PocketBase serves the thumb ferrobase made"
     );
 }
+
+/// A file larger than one part goes up as a multipart upload (parts read one at a time from
+/// the temporary file) and comes back whole, and by ranges across the part boundary.
+#[test]
+fn a_large_upload_goes_up_in_parts_and_streams_back() {
+    let Some(moto) = moto() else { return };
+    let s = Server::start();
+    let su = s.su_token();
+    let bucket = moto.bucket();
+    use_s3(&s, &su, moto, &bucket);
+    let c = s.create_collection(
+        &su,
+        json!({"name": "big", "viewRule": "",
+            "fields": [{"name": "f", "type": "file", "maxSelect": 1, "maxSize": 20_000_000}]}),
+    );
+    let cid = c["id"].as_str().unwrap().to_owned();
+    let bytes: Vec<u8> = (0..(7u32 << 20)).map(|i| (i % 251) as u8).collect();
+    let r = upload(
+        &s,
+        &su,
+        "POST",
+        "/api/collections/big/records",
+        &[("f", "big.bin", &bytes)],
+    );
+    assert_eq!(r["status"], 200, "{r}");
+    let id = r["body"]["id"].as_str().unwrap();
+    let name = r["body"]["f"].as_str().unwrap();
+    let (stored, meta) = moto.object(&bucket, &format!("{cid}/{id}/{name}")).unwrap();
+    assert!(stored == bytes, "the object holds the upload");
+    assert_eq!(meta["original"], "big.bin");
+    let path = format!("/api/files/big/{id}/{name}");
+    let whole = crate::files::fetch_at(&s.addr, &path, &[]);
+    assert_eq!(whole.status, 200);
+    assert!(whole.bytes == bytes, "the download is the upload");
+    let at = (6u64 << 20) - 10;
+    let range = format!("bytes={at}-{}", at + 19);
+    let part = crate::files::fetch_at(&s.addr, &path, &[("Range", &range)]);
+    assert_eq!(part.status, 206);
+    assert_eq!(part.bytes, bytes[at as usize..at as usize + 20]);
+    assert_eq!(
+        part.header("content-range"),
+        Some(format!("bytes {at}-{}/{}", at + 19, bytes.len()).as_str())
+    );
+    assert_eq!(count_files(&s.data_dir().join(".ferrobase_uploads")), 0);
+}
