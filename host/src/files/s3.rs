@@ -416,24 +416,49 @@ impl Bucket {
         headers: Vec<(String, String)>,
         body: Bytes,
     ) -> Result<Response<Incoming>, S3Error> {
-        let request = self.request(method, key, query, headers, body)?;
-        let (m, uri) = (request.method().clone(), request.uri().to_string());
         let reused = self
             .idle
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .pop();
-        let connected = match reused {
-            Some(mut s) => match s.ready().await {
-                Ok(()) => Ok(s),
-                Err(_) => self.connect().await,
-            },
-            None => self.connect().await,
-        };
-        let mut sender = connected.map_err(|e| self.transport(&m, &uri, e))?;
+        // An idle connection the service closed meanwhile (its keep-alive ran out as the
+        // request left) fails before any answer: the request goes again on a new connection.
+        if let Some(mut sender) = reused
+            && sender.ready().await.is_ok()
+        {
+            let request =
+                self.request(method.clone(), key, query, headers.clone(), body.clone())?;
+            let (m, uri) = (request.method().clone(), request.uri().to_string());
+            match tokio::time::timeout(RESPONSE_TIMEOUT, sender.send_request(request)).await {
+                Ok(Ok(res)) => return self.keep(sender, res).await,
+                Ok(Err(e)) if e.is_closed() || e.is_incomplete_message() || e.is_canceled() => {
+                    tracing::debug!(error = %e, "s3: stale idle connection, sending again");
+                }
+                Ok(Err(e)) => return Err(self.transport(&m, &uri, S3Error::Http(e.to_string()))),
+                Err(_) => {
+                    let why = S3Error::Http("timeout awaiting response headers".into());
+                    return Err(self.transport(&m, &uri, why));
+                }
+            }
+        }
+        let request = self.request(method, key, query, headers, body)?;
+        let (m, uri) = (request.method().clone(), request.uri().to_string());
+        let mut sender = self
+            .connect()
+            .await
+            .map_err(|e| self.transport(&m, &uri, e))?;
         let res = timeout_response(sender.send_request(request))
             .await
             .map_err(|e| self.transport(&m, &uri, e))?;
+        self.keep(sender, res).await
+    }
+
+    /// An answer's error status read; its connection kept for reuse.
+    async fn keep(
+        &self,
+        sender: SendRequest<Full<Bytes>>,
+        res: Response<Incoming>,
+    ) -> Result<Response<Incoming>, S3Error> {
         let res = check(res).await?;
         // A response with a body keeps its connection until read: only an empty-bodied one
         // (or one whose body the caller reads at once) lets it go back.
