@@ -3,7 +3,8 @@
 #   scripts/test.sh
 # Steps: format and lint; build once in release; build the plugins (Rust for wasm32-wasip2, the JS
 # one with componentize-js from npm); the reference PocketBase into .venv-ref (for the pb_data
-# compatibility and differential tests); every Rust test (the plugin tests load the built plugins); then the PocketBase conformance suite from
+# compatibility and differential tests); moto's S3 server into .venv-moto (the S3 storage tests);
+# every Rust test (the plugin tests load the built plugins); then the PocketBase conformance suite from
 # ../shared/conformance when it exists (a user's clone without it skips that step with a message).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -40,6 +41,16 @@ if ! { [ -x .venv-ref/bin/pocketbase ] && .venv-ref/bin/pocketbase --version | g
 fi
 export FERROBASE_REFERENCE_BIN="$ROOT/.venv-ref/bin/pocketbase"
 "$FERROBASE_REFERENCE_BIN" --version
+
+step "moto's S3-compatible server for the S3 storage tests (into .venv-moto)"
+MOTO_VERSION=5.1.0
+if ! { [ -x .venv-moto/bin/moto_server ] \
+    && .venv-moto/bin/python -c "import moto, sys; sys.exit(moto.__version__ != '$MOTO_VERSION')"; }; then
+  python3 -m venv .venv-moto
+  .venv-moto/bin/pip install --quiet --disable-pip-version-check "moto[server]==$MOTO_VERSION"
+fi
+# The tests start one moto_server on a free loopback port and end it when they end.
+export FERROBASE_MOTO_BIN="$ROOT/.venv-moto/bin/moto_server"
 
 step "Rust tests (unit + the one integration binary, servers on 127.0.0.1)"
 # Every test runs: one whose tools are missing (the reference, npm, the wasm target) fails

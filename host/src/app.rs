@@ -86,7 +86,7 @@ pub(crate) async fn serve(
         store: Arc::clone(&store),
         plugins: Arc::clone(&plugins),
         feed,
-        files,
+        files: Arc::clone(&files),
     });
     plugins.set_services(Arc::new(crate::records::services::RecordServices {
         records: Arc::downgrade(&records),
@@ -97,6 +97,10 @@ pub(crate) async fn serve(
             .await
             .map_err(std::io::Error::other)?,
     );
+    // Files go where the stored settings say (and follow every settings change after).
+    records
+        .files
+        .use_s3(api::settings::s3_config(&settings.current().s3));
     let state = Arc::new(AppState {
         store: Arc::clone(&store),
         settings,
@@ -120,6 +124,8 @@ pub(crate) async fn serve(
         realtime.close_all();
     };
     crate::http::serve(listener, http_limits(&cfg), router, shutdown).await?;
+    // Committed writes' uploads and deletes still going to S3 finish before the process ends.
+    files.settle_all().await;
     let s = Arc::clone(&store);
     let _ = tokio::task::spawn_blocking(move || s.close()).await;
     Ok(())

@@ -483,6 +483,9 @@ pub(crate) async fn batch(State(state): State<Shared>, request: Request) -> ApiR
         }
         Ok(outcome) => outcome??,
     };
+    // Committed: its uploads and deletes on S3 are done before it answers (outside the
+    // transaction's timeout, which no longer applies).
+    state.records.files.settle_all().await;
 
     // Committed: the answers, each as its single request would have answered.
     let mut out = Vec::with_capacity(done.len());

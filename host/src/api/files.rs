@@ -6,7 +6,7 @@
 use super::error::{ApiError, ApiResult};
 use super::{Shared, query_map};
 use crate::auth::token;
-use crate::files::Storage;
+use crate::files::{Bucket, Storage};
 use crate::records::{self, Access, Action, Gate, read};
 use crate::schema::FieldType;
 use crate::schema::value::{self, from_stored};
@@ -132,11 +132,6 @@ pub(crate) async fn download(
         // Serving a view's files needs the source record's folder; not built yet.
         return Err(ApiError::not_found());
     }
-    let path = state
-        .records
-        .files
-        .file_path(&c.id, &id, &name)
-        .ok_or_else(ApiError::not_found)?;
     let download = q
         .get("download")
         .map(|v| match v {
@@ -149,9 +144,21 @@ pub(crate) async fn download(
     // PocketBase serves the original, under its own name, for any thumb it does not make.
     let thumb = q.get("thumb").and_then(Value::as_str).unwrap_or("");
     let thumbs = field.opt_strings("thumbs");
-    let (path, name) = state
-        .records
-        .files
+    let files = &state.records.files;
+    if let Some(bucket) = files.remote() {
+        // A write that was answered has its files on S3; one still uploading is waited for.
+        files.settle(&c.id, &id).await;
+        let key = Storage::key(&c.id, &id, &name).ok_or_else(ApiError::not_found)?;
+        let (key, name) = files
+            .thumb_remote(&bucket, &c.id, &id, &name, thumb, &thumbs)
+            .await
+            .unwrap_or((key, name));
+        return serve_remote(&bucket, &key, &name, download, &head.headers).await;
+    }
+    let path = files
+        .file_path(&c.id, &id, &name)
+        .ok_or_else(ApiError::not_found)?;
+    let (path, name) = files
         .thumb(&c.id, &id, &name, thumb, &thumbs)
         .await
         .unwrap_or((path, name));
@@ -203,12 +210,102 @@ async fn serve(
         stored_type,
         small,
     } = opened;
-    let disposition = if !download && INLINE_TYPES.contains(&stored_type.as_str()) {
+    let plan = match plan(size, modified, &stored_type, name, download, req) {
+        Ok(plan) => plan,
+        Err(answer) => return Ok(*answer),
+    };
+    let body = match small {
+        Some(bytes) => {
+            let (a, n) = (
+                usize::try_from(plan.start).unwrap_or(0),
+                usize::try_from(plan.len).unwrap_or(0),
+            );
+            Body::from(bytes.slice(a.min(bytes.len())..(a + n).min(bytes.len())))
+        }
+        None => Body::from_stream(stream(file, plan.start, plan.len)),
+    };
+    Ok((plan.status, plan.headers, body).into_response())
+}
+
+/// A file on S3, served as a local one is: a plain GET streams the object with its size,
+/// date and type from the GET's own answer; a conditional GET or a range asks for its
+/// size and date first (HEAD), then fetches only the range it serves.
+async fn serve_remote(
+    bucket: &Bucket,
+    key: &str,
+    name: &str,
+    download: bool,
+    req: &HeaderMap,
+) -> ApiResult<Response> {
+    let needs_head = req.contains_key(header::RANGE) || req.contains_key(header::IF_MODIFIED_SINCE);
+    let fetched = if needs_head {
+        let meta = bucket.head(key).await.map_err(remote_error)?;
+        let plan = match plan(
+            meta.size,
+            meta.modified,
+            &meta.content_type,
+            name,
+            download,
+            req,
+        ) {
+            Ok(plan) => plan,
+            Err(answer) => return Ok(*answer),
+        };
+        let range = (plan.len > 0 && plan.status == StatusCode::PARTIAL_CONTENT)
+            .then(|| (plan.start, plan.start + plan.len - 1));
+        let (_, body) = bucket.get(key, range).await.map_err(remote_error)?;
+        (plan, body)
+    } else {
+        let (meta, body) = bucket.get(key, None).await.map_err(remote_error)?;
+        let plan = match plan(
+            meta.size,
+            meta.modified,
+            &meta.content_type,
+            name,
+            download,
+            req,
+        ) {
+            Ok(plan) => plan,
+            Err(answer) => return Ok(*answer),
+        };
+        (plan, body)
+    };
+    let (plan, body) = fetched;
+    Ok((plan.status, plan.headers, Body::new(body)).into_response())
+}
+
+/// A missing object is the route's 404; a failing S3 a 404 too (PocketBase answers any
+/// failure to open the file so), logged.
+fn remote_error(e: crate::files::S3Error) -> ApiError {
+    if !e.is_not_found() {
+        tracing::warn!(error = %e, "file not read from S3");
+    }
+    ApiError::not_found()
+}
+
+/// What to send for a file of `size` bytes modified at `modified`: the status, the headers
+/// and the byte span, or a finished answer (304, 416).
+struct Plan {
+    status: StatusCode,
+    headers: HeaderMap,
+    start: u64,
+    len: u64,
+}
+
+fn plan(
+    size: u64,
+    modified: SystemTime,
+    stored_type: &str,
+    name: &str,
+    download: bool,
+    req: &HeaderMap,
+) -> Result<Plan, Box<Response>> {
+    let disposition = if !download && INLINE_TYPES.contains(&stored_type) {
         "inline"
     } else {
         "attachment"
     };
-    let content_type = type_by_extension(name).map_or(stored_type.clone(), str::to_owned);
+    let content_type = type_by_extension(name).unwrap_or(stored_type);
     let last_modified = httpdate::fmt_http_date(modified);
 
     let mut h = HeaderMap::new();
@@ -221,7 +318,7 @@ async fn serve(
         header::CONTENT_DISPOSITION,
         &format!("{disposition}; filename={}", go_quote(name)),
     );
-    set(header::CONTENT_TYPE, &content_type);
+    set(header::CONTENT_TYPE, content_type);
     set(
         header::CONTENT_SECURITY_POLICY,
         "default-src 'none'; media-src 'self'; style-src 'unsafe-inline'; sandbox",
@@ -243,7 +340,7 @@ async fn serve(
     {
         h.remove(header::CONTENT_TYPE);
         h.remove(header::ACCEPT_RANGES);
-        return Ok((StatusCode::NOT_MODIFIED, h).into_response());
+        return Err(Box::new((StatusCode::NOT_MODIFIED, h).into_response()));
     }
 
     let (status, start, len) = match req.get(header::RANGE).and_then(|v| v.to_str().ok()) {
@@ -269,12 +366,14 @@ async fn serve(
                     header::CONTENT_TYPE,
                     HeaderValue::from_static("text/plain; charset=utf-8"),
                 );
-                return Ok((
-                    StatusCode::RANGE_NOT_SATISFIABLE,
-                    h,
-                    "invalid range: failed to overlap\n",
-                )
-                    .into_response());
+                return Err(Box::new(
+                    (
+                        StatusCode::RANGE_NOT_SATISFIABLE,
+                        h,
+                        "invalid range: failed to overlap\n",
+                    )
+                        .into_response(),
+                ));
             }
         },
         None => (StatusCode::OK, 0, size),
@@ -282,17 +381,12 @@ async fn serve(
     if let Ok(v) = HeaderValue::from_str(&len.to_string()) {
         h.insert(header::CONTENT_LENGTH, v);
     }
-    let body = match small {
-        Some(bytes) => {
-            let (a, n) = (
-                usize::try_from(start).unwrap_or(0),
-                usize::try_from(len).unwrap_or(0),
-            );
-            Body::from(bytes.slice(a.min(bytes.len())..(a + n).min(bytes.len())))
-        }
-        None => Body::from_stream(stream(file, start, len)),
-    };
-    Ok((status, h, body).into_response())
+    Ok(Plan {
+        status,
+        headers: h,
+        start,
+        len,
+    })
 }
 
 /// A file opened to be served: its size, date and stored type, and its bytes when it is small.

@@ -14,7 +14,7 @@ mod plugin_routes;
 pub(crate) mod rate_limit;
 mod realtime;
 mod records;
-mod settings;
+pub(crate) mod settings;
 mod trace;
 
 use crate::auth::token;

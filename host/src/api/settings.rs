@@ -1,14 +1,16 @@
-//! `/api/settings` (superusers only): read, patch, and the two connection tests, which answer
-//! honestly that mail and S3 are not built yet rather than pretending to have sent anything.
+//! `/api/settings` (superusers only): read, patch (which also switches the file storage to or
+//! from S3), and the two connection tests: S3 for real (a test object put and deleted, as
+//! PocketBase does), mail honestly not built yet rather than pretending to have sent anything.
 
 use super::body::{self, MSG_LOAD_FAILED};
 use super::error::{ApiError, ApiResult};
 use super::extract::Superuser;
 use super::{Shared, ok_json};
+use crate::files::{Bucket, S3Config};
 use crate::settings::SettingsError;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse as _, Response};
 use serde_json::{Map, Value, json};
 
 const MSG_SAVE_FAILED: &str = "An error occurred while saving the new settings.";
@@ -40,7 +42,20 @@ pub(crate) async fn update(
             }
             SettingsError::Store(s) => s.into(),
         })?;
+    state.records.files.use_s3(s3_config(&saved.s3));
     Ok(ok_json(&saved.to_api()))
+}
+
+/// The S3 bucket `settings.s3` (or `backups.s3`) describes, None when it is not enabled.
+pub(crate) fn s3_config(s3: &crate::settings::S3) -> Option<S3Config> {
+    s3.enabled.then(|| S3Config {
+        bucket: s3.bucket.clone(),
+        region: s3.region.clone(),
+        endpoint: s3.endpoint.clone(),
+        access_key: s3.access_key.clone(),
+        secret: s3.secret.clone(),
+        force_path_style: s3.force_path_style,
+    })
 }
 
 /// The body of a test endpoint; anything that is not a JSON object (or form) is PocketBase's
@@ -91,12 +106,48 @@ pub(crate) async fn test_s3(
     } else {
         &settings.backups.s3
     };
-    let why = if s3.enabled {
-        "S3 storage is not supported by this server yet."
-    } else {
-        "S3 storage filesystem is not enabled."
+    match probe_s3(s3).await {
+        Ok(()) => Ok(StatusCode::NO_CONTENT.into_response()),
+        // PocketBase's error messages end as sentences.
+        Err(why) if why.ends_with(['.', '!', '?']) => {
+            Err(ApiError::bad(format!("{FAILED} Raw error: \n{why}")))
+        }
+        Err(why) => Err(ApiError::bad(format!("{FAILED} Raw error: \n{why}."))),
+    }
+}
+
+/// PocketBase's S3 test: a client for the config, a 4-byte `text/plain` object put under a
+/// random `pb_settings_test_*` prefix, and that prefix deleted; the first failure, worded as
+/// PocketBase words it.
+async fn probe_s3(s3: &crate::settings::S3) -> Result<(), String> {
+    let Some(config) = s3_config(s3) else {
+        return Err("S3 storage filesystem is not enabled".into());
     };
-    Err(ApiError::bad(format!("{FAILED} Raw error: \n{why}")))
+    let bucket =
+        Bucket::new(config).map_err(|e| format!("failed to initialize the S3 filesystem: {e}"))?;
+    let prefix = format!("pb_settings_test_{}", crate::schema::ids::lower_alnum(5));
+    let key = format!("{prefix}/test.txt");
+    // A missing bucket or object reads as PocketBase's storage layer words it.
+    let worded = |e: crate::files::S3Error| {
+        if e.is_not_found() {
+            format!("[key: {key}] {e}\nresource not found")
+        } else {
+            format!("[key: {key}] {e}")
+        }
+    };
+    bucket
+        .put(
+            &key,
+            bytes::Bytes::from_static(b"test"),
+            "text/plain; charset=utf-8",
+            &[],
+        )
+        .await
+        .map_err(|e| format!("failed to upload a test file: {}", worded(e)))?;
+    bucket
+        .delete_prefix(&prefix)
+        .await
+        .map_err(|e| format!("failed to delete a test file: {}", worded(e)))
 }
 
 /// `POST /api/settings/test/email {"email", "template", "collection"?}`.

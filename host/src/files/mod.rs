@@ -1,9 +1,11 @@
-//! Owns file bytes and names on disk: PocketBase's stored names, the layout
-//! `storage/<collectionId>/<recordId>/<name>` with its `.attrs` sidecar, uploads received into a
-//! temporary folder of the data dir and moved into place, deletes, and the start-up cleanup of
-//! uploads a crash left behind. Never touches the database: records decide what is attached.
+//! Owns file bytes and names: PocketBase's stored names, its two backends (the data dir's
+//! `storage/<collectionId>/<recordId>/<name>` with its `.attrs` sidecar, or an S3 bucket with
+//! the same keys when `settings.s3` enables it), uploads received into a temporary folder of
+//! the data dir and placed after commit, deletes, and the start-up cleanup of uploads a crash
+//! left behind. Never touches the database: records decide what is attached.
 
 mod name;
+mod s3;
 mod sniff;
 mod thumbs;
 
@@ -14,6 +16,7 @@ use base64::Engine as _;
 use md5::Digest as _;
 
 pub(crate) use name::{is_plain, stored_name};
+pub(crate) use s3::{Bucket, S3Config, S3Error};
 pub(crate) use sniff::{SNIFF_BYTES, detect};
 
 /// The sidecar's suffix (PocketBase's blob driver refuses blobs named with it).
@@ -22,13 +25,54 @@ pub(crate) const ATTRS_EXT: &str = ".attrs";
 /// and outside `storage/` (so PocketBase sharing the data dir never sees them).
 const TEMP_DIR: &str = ".ferrobase_uploads";
 
-/// The local file storage of one data dir.
+/// PocketBase keeps at most this many bytes of the client's file name in an S3 object's
+/// `original-filename` metadata.
+const ORIGINAL_NAME_BYTES_MAX: usize = 255;
+
+/// The file storage of one data dir: its local folders, and the S3 bucket files go to
+/// instead while `settings.s3` enables one.
 #[derive(Debug, Clone)]
 pub(crate) struct Storage {
     root: PathBuf,
     temp: PathBuf,
     /// The thumbs being made, shared by every clone of the storage.
     thumbs: std::sync::Arc<thumbs::Generations>,
+    /// The S3 bucket in use (None: the local folder), swapped when the settings change.
+    remote: std::sync::Arc<arc_swap::ArcSwapOption<Bucket>>,
+    /// S3 work of committed writes still under way, by record.
+    inflight: std::sync::Arc<Inflight>,
+    /// The runtime S3 work is spawned on (the after-commit step runs on the writer thread).
+    runtime: Option<tokio::runtime::Handle>,
+}
+
+/// What a committed write leaves to do with files: uploads to place, files its record
+/// dropped, and the folders of records it deleted.
+#[derive(Debug, Default)]
+pub(crate) struct FileWork {
+    pub collection_id: String,
+    pub record_id: String,
+    pub place: Vec<Upload>,
+    pub delete: Vec<String>,
+    pub folders: Vec<(String, String)>,
+}
+
+type Done = futures_util::future::Shared<futures_util::future::BoxFuture<'static, ()>>;
+
+/// S3 work under way, by `<collectionId>/<recordId>`: a later write's work on a record waits
+/// for the earlier one (a delete never overtakes the upload it removes), and a reader of that
+/// record waits for both (a client that heard back reads its own write).
+#[derive(Debug, Default)]
+struct Inflight {
+    next: std::sync::atomic::AtomicU64,
+    by_record: std::sync::Mutex<std::collections::HashMap<String, (u64, Done)>>,
+}
+
+impl Inflight {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, (u64, Done)>> {
+        self.by_record
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 impl Storage {
@@ -39,6 +83,9 @@ impl Storage {
             root: data_dir.join("storage"),
             temp: data_dir.join(TEMP_DIR),
             thumbs: std::sync::Arc::default(),
+            remote: std::sync::Arc::default(),
+            inflight: std::sync::Arc::default(),
+            runtime: tokio::runtime::Handle::try_current().ok(),
         };
         std::fs::create_dir_all(&storage.root)?;
         std::fs::create_dir_all(&storage.temp)?;
@@ -170,6 +217,177 @@ impl Storage {
             .and_then(|v| v.get("user.content_type")?.as_str().map(str::to_owned))
             .filter(|t| !t.is_empty())
             .unwrap_or_else(|| "application/octet-stream".to_owned())
+    }
+    /// Use the S3 bucket `config` describes from now on (None: the local folder). A config
+    /// equal to the one in use keeps its client (and its idle connections).
+    pub(crate) fn use_s3(&self, config: Option<S3Config>) {
+        let current = self.remote.load();
+        if current.as_deref().map(Bucket::config) == config.as_ref() {
+            return;
+        }
+        let next = match config.map(Bucket::new) {
+            None => None,
+            Some(Ok(b)) => Some(std::sync::Arc::new(b)),
+            Some(Err(e)) => {
+                // Settings validation refuses such a config; one stored by other means gets
+                // the local folder, loudly.
+                tracing::error!(error = %e, "S3 settings unusable: files stay local");
+                None
+            }
+        };
+        tracing::info!(s3 = next.is_some(), "file storage backend");
+        self.remote.store(next);
+    }
+
+    /// The S3 bucket files go to, or None for the local folder.
+    pub(crate) fn remote(&self) -> Option<std::sync::Arc<Bucket>> {
+        self.remote.load_full()
+    }
+
+    /// The S3 key of one stored file, or `None` when a part is not a plain name.
+    pub(crate) fn key(collection_id: &str, record_id: &str, name: &str) -> Option<String> {
+        (is_plain(collection_id) && is_plain(record_id) && is_plain(name))
+            .then(|| format!("{collection_id}/{record_id}/{name}"))
+    }
+
+    /// Do a committed write's file work. Locally it is done before this returns (renames and
+    /// unlinks, on the writer); on S3 it is spawned, in order after any earlier work on the
+    /// same records, and [`Self::settle`] waits for it.
+    pub(crate) fn apply(&self, work: FileWork) {
+        match (self.remote(), &self.runtime) {
+            (Some(bucket), Some(runtime)) => self.spawn_remote(bucket, runtime, work),
+            _ => self.apply_local(work),
+        }
+    }
+
+    fn apply_local(&self, work: FileWork) {
+        let FileWork {
+            collection_id: cid,
+            record_id: id,
+            place,
+            delete,
+            folders,
+        } = work;
+        for up in place {
+            if let Err(e) = self.place(&cid, &id, up) {
+                tracing::error!(error = %e, collection = %cid, record = %id, "upload not placed");
+            }
+        }
+        for name in delete {
+            if let Err(e) = self.delete(&cid, &id, &name) {
+                tracing::warn!(error = %e, file = %name, "dropped file not deleted");
+            }
+        }
+        for (c, r) in folders {
+            if let Err(e) = self.delete_record(&c, &r) {
+                tracing::warn!(error = %e, collection = %c, record = %r, "record files not deleted");
+            }
+        }
+    }
+
+    fn spawn_remote(
+        &self,
+        bucket: std::sync::Arc<Bucket>,
+        runtime: &tokio::runtime::Handle,
+        work: FileWork,
+    ) {
+        use futures_util::FutureExt as _;
+        let mut records = vec![format!("{}/{}", work.collection_id, work.record_id)];
+        records.extend(work.folders.iter().map(|(c, r)| format!("{c}/{r}")));
+        records.sort();
+        records.dedup();
+        let n = self
+            .inflight
+            .next
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let done: Done = rx.map(|_| ()).boxed().shared();
+        let earlier: Vec<Done> = {
+            let mut map = self.inflight.lock();
+            records
+                .iter()
+                .filter_map(|k| map.insert(k.clone(), (n, done.clone())).map(|(_, d)| d))
+                .collect()
+        };
+        let inflight = std::sync::Arc::clone(&self.inflight);
+        runtime.spawn(async move {
+            for d in earlier {
+                d.await;
+            }
+            remote_work(&bucket, work).await;
+            let mut map = inflight.lock();
+            for k in &records {
+                if map.get(k).is_some_and(|(m, _)| *m == n) {
+                    map.remove(k);
+                }
+            }
+            drop(map);
+            let _ = tx.send(());
+        });
+    }
+
+    /// Wait until the S3 work of committed writes on this record is done.
+    pub(crate) async fn settle(&self, collection_id: &str, record_id: &str) {
+        let pending = self
+            .inflight
+            .lock()
+            .get(&format!("{collection_id}/{record_id}"))
+            .map(|(_, d)| d.clone());
+        if let Some(d) = pending {
+            d.await;
+        }
+    }
+
+    /// Wait until all S3 work started so far is done (a batch touches many records).
+    pub(crate) async fn settle_all(&self) {
+        let pending: Vec<Done> = self
+            .inflight
+            .lock()
+            .values()
+            .map(|(_, d)| d.clone())
+            .collect();
+        for d in pending {
+            d.await;
+        }
+    }
+}
+
+/// One committed write's work on S3, failures logged (the write is committed: nothing can
+/// undo it, as PocketBase logs a failed cleanup).
+async fn remote_work(bucket: &Bucket, work: FileWork) {
+    let (cid, id) = (&work.collection_id, &work.record_id);
+    for up in work.place {
+        let (Some(key), Some(temp)) = (Storage::key(cid, id, &up.name), up.temp.as_deref()) else {
+            continue;
+        };
+        let original = &up.original.as_bytes()[..up.original.len().min(ORIGINAL_NAME_BYTES_MAX)];
+        let meta: [(&str, &[u8]); 1] = [("original-filename", original)];
+        if let Err(e) = bucket.upload(&key, temp, up.mime, &meta).await {
+            tracing::error!(error = %e, key = %key, "upload not placed on S3");
+        }
+        // Dropping the upload removes its temporary file.
+    }
+    for name in &work.delete {
+        let Some(key) = Storage::key(cid, id, name) else {
+            continue;
+        };
+        if let Err(e) = bucket.delete(&key).await {
+            tracing::warn!(error = %e, key = %key, "dropped file not deleted from S3");
+        }
+        if let Err(e) = bucket
+            .delete_prefix(&format!("{cid}/{id}/thumbs_{name}/"))
+            .await
+        {
+            tracing::warn!(error = %e, key = %key, "dropped file's thumbs not deleted from S3");
+        }
+    }
+    for (c, r) in &work.folders {
+        if !(is_plain(c) && is_plain(r)) {
+            continue;
+        }
+        if let Err(e) = bucket.delete_prefix(&format!("{c}/{r}/")).await {
+            tracing::warn!(error = %e, collection = %c, record = %r, "record files not deleted from S3");
+        }
     }
 }
 

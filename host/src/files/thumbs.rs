@@ -268,6 +268,74 @@ impl Storage {
     }
 }
 
+impl Storage {
+    /// [`Storage::thumb`] on S3: the thumb's key (`thumbs_<name>/<size>_<name>` beside the
+    /// file, as PocketBase keeps it) and the name it is served under. A missing thumb is made
+    /// from the original, downloaded into the temporary folder, and put back with its type.
+    pub(crate) async fn thumb_remote(
+        &self,
+        bucket: &Arc<super::Bucket>,
+        collection_id: &str,
+        record_id: &str,
+        name: &str,
+        size: &str,
+        field_thumbs: &[String],
+    ) -> Option<(String, String)> {
+        if size.is_empty() || (size != ALWAYS_ALLOWED && !field_thumbs.iter().any(|t| t == size)) {
+            return None;
+        }
+        let original = Storage::key(collection_id, record_id, name)?;
+        let served = format!("{size}_{name}");
+        if !is_plain(&served) {
+            return None;
+        }
+        let key = format!("{collection_id}/{record_id}/thumbs_{name}/{served}");
+        if bucket.head(&key).await.is_ok() {
+            return Some((key, served));
+        }
+        let content_type = bucket.head(&original).await.ok()?.content_type;
+        if !IMAGE_TYPES.contains(&content_type.as_str()) {
+            return None;
+        }
+        let (b, k, size) = (Arc::clone(bucket), key.clone(), size.to_owned());
+        let temp = self
+            .temp
+            .join(format!("{}.thumb", crate::schema::ids::lower_alnum(20)));
+        let runtime = tokio::runtime::Handle::current();
+        let made = self
+            .thumbs
+            .run(PathBuf::from(format!("s3:{key}")), move || {
+                let _gone = RemoveOnDrop(temp.clone());
+                // A request that raced the previous generation's end finds it done.
+                if runtime.block_on(b.head(&k)).is_ok() {
+                    return Ok(());
+                }
+                runtime
+                    .block_on(b.download(&original, &temp))
+                    .map_err(|e| ThumbError::Io(io::Error::other(e.to_string())))?;
+                let (bytes, mime) = render(&temp, Size::parse(&size)?, &content_type)?;
+                runtime
+                    .block_on(b.put(&k, bytes.into(), mime, &[]))
+                    .map_err(|e| ThumbError::Io(io::Error::other(e.to_string())))
+            })
+            .await;
+        if let Err(e) = made {
+            tracing::warn!(thumb = %served, error = %e, "fallback to the original: thumb not made");
+            return None;
+        }
+        Some((key, served))
+    }
+}
+
+/// Deletes a temporary file when dropped.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// Make the thumb of `original` at `thumb`: decode, fit, encode, then its sidecar and the
 /// file itself (renamed into place, so a reader never sees half a thumb). Blocking.
 pub(crate) fn create(
@@ -276,10 +344,7 @@ pub(crate) fn create(
     size: Size,
     content_type: &str,
 ) -> Result<(), ThumbError> {
-    let source = decode(original)?;
-    let out = transform(&source, size)?;
-    drop(source);
-    let (bytes, mime) = encode(&out, content_type)?;
+    let (bytes, mime) = render(original, size, content_type)?;
     let dir = thumb
         .parent()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "thumb without a folder"))?;
@@ -296,6 +361,18 @@ pub(crate) fn create(
         return Err(e.into());
     }
     Ok(())
+}
+
+/// The thumb of the image file `original` as encoded bytes and their content type. Blocking.
+fn render(
+    original: &Path,
+    size: Size,
+    content_type: &str,
+) -> Result<(Vec<u8>, &'static str), ThumbError> {
+    let source = decode(original)?;
+    let out = transform(&source, size)?;
+    drop(source);
+    encode(&out, content_type)
 }
 
 /// The first frame of an image as RGBA, its EXIF orientation applied for a JPEG (PocketBase's

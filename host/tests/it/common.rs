@@ -104,7 +104,7 @@ pub struct Server {
 
 /// A port that was free a moment ago, for a child process to bind (only the process-level tests
 /// need one; in-process servers bind their listener before they start).
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
     l.local_addr().expect("local addr").port()
 }
@@ -180,6 +180,11 @@ impl Server {
             tempfile::tempdir().expect("temp dir"),
             Duration::from_secs(20),
         )
+    }
+
+    /// `start_bin` on `<dir>/pb_data` (20 s to get healthy).
+    pub fn start_bin_in_dir(bin: &str, dir: TempDir) -> Server {
+        Server::start_bin_in(bin, dir, Duration::from_secs(20))
     }
 
     fn start_bin_in(bin: &str, dir: TempDir, wait: Duration) -> Server {

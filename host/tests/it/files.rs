@@ -3,6 +3,7 @@
 //! and deletion removing bytes from disk. Each step runs on both servers and is compared.
 
 use crate::common::{Server, reference_and_subject};
+use crate::s3::{Files, count_files, files_of};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -119,10 +120,14 @@ struct Side {
     server: Server,
     su: String,
     cid: String,
+    /// Where its files are stored (its data dir's `storage/`, or a bucket).
+    files: Files,
 }
 
-fn setup(server: Server) -> Side {
+/// A server with the `docs` collection, its files on S3 (a bucket of its own) when `s3`.
+fn setup(server: Server, s3: bool) -> Side {
     let su = server.su_token();
+    let files = files_of(&server, &su, s3);
     let c = server.create_collection(
         &su,
         json!({"name": "docs", "type": "base",
@@ -135,15 +140,37 @@ fn setup(server: Server) -> Side {
         ]}),
     );
     let cid = c["id"].as_str().expect("id").to_owned();
-    Side { server, su, cid }
+    Side {
+        server,
+        su,
+        cid,
+        files,
+    }
+}
+
+/// The reference and ferrobase side by side, on S3 when `s3` (None: a tool is missing).
+fn sides(s3: bool) -> Option<[Side; 2]> {
+    if s3 {
+        crate::s3::moto()?;
+    }
+    let (reference, subject) = reference_and_subject(false)?;
+    Some([setup(reference, s3), setup(subject, s3)])
 }
 
 #[test]
 fn uploads_are_named_stored_served_and_removed_as_by_the_reference() {
-    let Some((reference, subject)) = reference_and_subject(false) else {
+    uploads_are_named_stored_served_and_removed(false);
+}
+
+#[test]
+fn uploads_are_named_stored_served_and_removed_on_s3_as_by_the_reference() {
+    uploads_are_named_stored_served_and_removed(true);
+}
+
+fn uploads_are_named_stored_served_and_removed(s3: bool) {
+    let Some(sides) = sides(s3) else {
         return;
     };
-    let sides = [setup(reference), setup(subject)];
     let mut shapes: Vec<Vec<Value>> = vec![Vec::new(), Vec::new()];
     for (n, side) in sides.iter().enumerate() {
         let s = &side.server;
@@ -173,12 +200,11 @@ fn uploads_are_named_stored_served_and_removed_as_by_the_reference() {
             pics.iter().map(|p| mask(p)).collect::<Vec<_>>()
         ]));
 
-        // The sidecar is PocketBase's byte for byte (nothing in it is random).
-        let dir = s.data_dir().join("storage").join(&side.cid).join(&id);
-        out.push(json!(
-            std::fs::read_to_string(dir.join(format!("{doc}.attrs"))).unwrap()
-        ));
-        assert_eq!(std::fs::read(dir.join(&doc)).unwrap(), b"hello world");
+        // The sidecar (or the object's type and metadata) is PocketBase's byte for byte
+        // (nothing in it is random).
+        let (files, cid) = (&side.files, side.cid.as_str());
+        out.push(json!(files.attrs(cid, &id, &doc).unwrap()));
+        assert_eq!(files.bytes(cid, &id, &doc).unwrap(), b"hello world");
 
         // Downloads: plain, forced attachment, a range, a conditional GET, an unknown name.
         let path = format!("/api/files/{}/{id}/{doc}", side.cid);
@@ -234,8 +260,8 @@ fn uploads_are_named_stored_served_and_removed_as_by_the_reference() {
         let doc2 = r.json["doc"].as_str().unwrap().to_owned();
         out.push(json!([
             fetch(s, &path, &[]).status,
-            dir.join(&doc).exists(),
-            dir.join(format!("{doc}.attrs")).exists(),
+            files.bytes(cid, &id, &doc).is_some(),
+            files.attrs(cid, &id, &doc).is_some(),
             fetch(s, &format!("/api/files/{}/{id}/{doc2}", side.cid), &[]).bytes,
         ]));
         // Remove one picture by name, then the whole record.
@@ -249,16 +275,17 @@ fn uploads_are_named_stored_served_and_removed_as_by_the_reference() {
         out.push(json!([
             r.status,
             r.json["pics"].as_array().map(Vec::len),
-            dir.join(&pics[0]).exists()
+            files.bytes(cid, &id, &pics[0]).is_some()
         ]));
         let r = s.req("DELETE", &format!("{create}/{id}"), Some(&side.su), None);
         out.push(json!(r.status));
         // PocketBase removes a deleted record's folder in the background (it may still be there
         // when the 204 arrives); ours is gone once the delete has committed.
         if n == 1 {
-            assert!(
-                !dir.exists(),
-                "a deleted record's folder is removed after its commit"
+            assert_eq!(
+                files.count(cid, Some(&id)),
+                0,
+                "a deleted record's files are removed after its commit"
             );
         }
     }
@@ -278,25 +305,10 @@ fn batch_body(requests: &Value, files: &[(&str, &str, &[u8])]) -> Vec<u8> {
     multipart(&[("@jsonPayload", &payload)], files)
 }
 
-/// Entries under a folder, recursively (0 when it does not exist).
-fn count_files(dir: &std::path::Path) -> usize {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    rd.flatten()
-        .map(|e| {
-            if e.path().is_dir() {
-                count_files(&e.path())
-            } else {
-                1
-            }
-        })
-        .sum()
-}
-
-/// The `.attrs` sidecar with the random parts of the original name masked.
-fn masked_attrs(dir: &std::path::Path, name: &str) -> String {
-    let raw = std::fs::read_to_string(dir.join(format!("{name}.attrs"))).unwrap();
+/// The `.attrs` sidecar (or the object's type and metadata) with the random parts of the
+/// original name masked.
+fn masked_attrs(side: &Side, id: &str, name: &str) -> String {
+    let raw = side.files.attrs(&side.cid, id, name).unwrap();
     regex::Regex::new("_[a-z0-9]{10}")
         .unwrap()
         .replace_all(&raw, "_R")
@@ -305,10 +317,18 @@ fn masked_attrs(dir: &std::path::Path, name: &str) -> String {
 
 #[test]
 fn batch_uploads_and_protected_files_as_by_the_reference() {
-    let Some((reference, subject)) = reference_and_subject(false) else {
+    batch_uploads_and_protected_files(false);
+}
+
+#[test]
+fn batch_uploads_and_protected_files_on_s3_as_by_the_reference() {
+    batch_uploads_and_protected_files(true);
+}
+
+fn batch_uploads_and_protected_files(s3: bool) {
+    let Some(sides) = sides(s3) else {
         return;
     };
-    let sides = [setup(reference), setup(subject)];
     let mut shapes: Vec<Vec<Value>> = vec![Vec::new(), Vec::new()];
     let random = regex::Regex::new("_[a-z0-9]{10}").unwrap();
     for (n, side) in sides.iter().enumerate() {
@@ -321,7 +341,6 @@ fn batch_uploads_and_protected_files_as_by_the_reference() {
             Some(&json!({"batch": {"enabled": true, "maxRequests": 10}})),
         );
         assert_eq!(r.status, 200, "{}", r.json);
-        let storage = s.data_dir().join("storage").join(&side.cid);
         let url = "/api/collections/docs/records";
 
         // Files by request: `requests.N.key` and `requests[N].key`; a part naming no request
@@ -347,17 +366,16 @@ fn batch_uploads_and_protected_files_as_by_the_reference() {
         for res in &results {
             let rec = &res["body"];
             let id = rec["id"].as_str().unwrap().to_owned();
-            let dir = storage.join(&id);
             let doc = rec["doc"].as_str().unwrap_or("").to_owned();
             let pics: Vec<String> = serde_json::from_value(rec["pics"].clone()).unwrap();
             out.push(json!({
                 "status": res["status"],
                 "doc": mask(&doc),
                 "pics": pics.iter().map(|p| mask(p)).collect::<Vec<_>>(),
-                "attrs": masked_attrs(&dir, &doc),
+                "attrs": masked_attrs(side, &id, &doc),
                 "bytes": String::from_utf8_lossy(
                     &fetch(s, &format!("/api/files/docs/{id}/{doc}"), &[]).bytes).into_owned(),
-                "files": count_files(&dir),
+                "files": side.files.count(&side.cid, Some(&id)),
             }));
             ids.push(id);
         }
@@ -375,7 +393,7 @@ fn batch_uploads_and_protected_files_as_by_the_reference() {
                 .collect::<Vec<_>>())
         ]));
         // A batch that fails at its second request keeps none of its files.
-        let before = count_files(&storage);
+        let before = side.files.count(&side.cid, None);
         let body = batch_body(
             &json!([
                 {"method": "POST", "url": url, "body": {"title": "kept?"}},
@@ -389,7 +407,7 @@ fn batch_uploads_and_protected_files_as_by_the_reference() {
         let r = send(s, "POST", "/api/batch", su, body);
         let masked = random.replace_all(&r.json.to_string(), "_R").into_owned();
         out.push(json!([r.status, masked]));
-        out.push(json!(count_files(&storage) == before));
+        out.push(json!(side.files.count(&side.cid, None) == before));
         if n == 1 {
             assert_eq!(
                 count_files(&s.data_dir().join(".ferrobase_uploads")),
@@ -509,7 +527,7 @@ fn raw_exchange(
 
 #[test]
 fn oversized_broken_and_abandoned_uploads_leave_nothing_behind() {
-    let side = setup(Server::start());
+    let side = setup(Server::start(), false);
     let (s, su) = (&side.server, side.su.as_str());
     let path = "/api/collections/docs/records";
     let head_for = |framing: &str| {

@@ -2,7 +2,7 @@
 //! runs it). Servers run in-process on a pre-bound port (`common::Server::start`); the tests that
 //! need the process itself (SIGTERM and the WAL, memory use, the CLI, pb_data written by the
 //! reference) spawn the built binary. Tests that need the reference PocketBase, npm or the
-//! wasm32-wasip2 target skip with a one-line message when those are missing, unless
+//! wasm32-wasip2 target or moto's S3 server skip with a one-line message when those are missing, unless
 //! `FERROBASE_TEST_ALL=1` (set by `scripts/test.sh`) makes a missing one a failure.
 
 mod common;
@@ -18,6 +18,7 @@ mod http;
 mod plugins;
 mod query_snapshots;
 mod realtime;
+mod s3;
 mod security;
 mod settings;
 mod thumbs;

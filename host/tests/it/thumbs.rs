@@ -6,6 +6,7 @@
 
 use crate::common::{Server, reference_and_subject};
 use crate::files::{Got, fetch_at};
+use crate::s3::{Files, files_of};
 use image::{ImageFormat, RgbaImage};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -51,6 +52,11 @@ fn picture(w: u32, h: u32, alpha: bool) -> RgbaImage {
         };
         image::Rgba([r, g, b, a])
     })
+}
+
+/// A small PNG with some alpha, for the S3 suite.
+pub(crate) fn png_fixture() -> Vec<u8> {
+    encode(&picture(120, 80, true), ImageFormat::Png)
 }
 
 fn png_header(width: u32, height: u32) -> Vec<u8> {
@@ -134,6 +140,7 @@ struct Side {
     id: String,
     /// Client name -> stored name.
     names: Vec<(String, String)>,
+    files: Files,
 }
 
 impl Side {
@@ -152,8 +159,10 @@ impl Side {
     }
 }
 
-fn setup(server: Server, files: &[(&str, Vec<u8>, f64)]) -> Side {
+/// A server with the `pics` collection and one record of `files`, stored on S3 when `s3`.
+fn setup(server: Server, files: &[(&str, Vec<u8>, f64)], s3: bool) -> Side {
     let su = server.su_token();
+    let view = files_of(&server, &su, s3);
     let c = server.create_collection(
         &su,
         json!({"name": "pics", "type": "base", "viewRule": "",
@@ -182,6 +191,7 @@ fn setup(server: Server, files: &[(&str, Vec<u8>, f64)]) -> Side {
         cid,
         id,
         names,
+        files: view,
     }
 }
 
@@ -230,13 +240,45 @@ fn thumbs_on_disk(dir: &Path, names: &[(String, String)]) -> Value {
     json!(out)
 }
 
+/// The thumbs a side keeps: on disk with their sidecars, or in its bucket with their types.
+fn thumbs_kept(side: &Side) -> Value {
+    match &side.files {
+        Files::Local(_) => thumbs_on_disk(&side.dir(), &side.names),
+        Files::S3(moto, bucket) => {
+            let prefix = format!("{}/{}/thumbs_", side.cid, side.id);
+            let mut out = Vec::new();
+            for key in moto.keys(bucket, &prefix) {
+                let (_, meta) = moto.object(bucket, &key).unwrap();
+                let mut name = key[prefix.len() - "thumbs_".len()..].to_owned();
+                for (_, stored) in &side.names {
+                    name = name.replace(stored, "N");
+                }
+                out.push(json!([name, meta]));
+            }
+            json!(out)
+        }
+    }
+}
+
 #[test]
 fn thumbs_are_made_served_and_kept_as_by_the_reference() {
+    thumbs_are_made_served_and_kept(false);
+}
+
+#[test]
+fn thumbs_are_made_served_and_kept_on_s3_as_by_the_reference() {
+    thumbs_are_made_served_and_kept(true);
+}
+
+fn thumbs_are_made_served_and_kept(s3: bool) {
+    if s3 && crate::s3::moto().is_none() {
+        return;
+    }
     let Some((reference, subject)) = reference_and_subject(false) else {
         return;
     };
     let files = uploads();
-    let sides = [setup(reference, &files), setup(subject, &files)];
+    let sides = [setup(reference, &files, s3), setup(subject, &files, s3)];
     let mut checked = 0;
     for (original, _, bound) in &files {
         for thumb in variants() {
@@ -291,15 +333,19 @@ fn thumbs_are_made_served_and_kept_as_by_the_reference() {
     // Five images, ten allowed sizes each (bar the ones a source cannot give).
     assert!(checked >= 45, "only {checked} thumbs compared");
 
-    // What each keeps on disk: the same thumbs, named and described alike.
-    assert_eq!(
-        thumbs_on_disk(&sides[0].dir(), &sides[0].names),
-        thumbs_on_disk(&sides[1].dir(), &sides[1].names),
-    );
+    // What each keeps: the same thumbs, named and described alike.
+    assert_eq!(thumbs_kept(&sides[0]), thumbs_kept(&sides[1]));
 
     // A thumb is made once: asked again, the same bytes come from the same file.
     let ours = &sides[1];
     let wide = ours.stored("wide.png");
+    if let Files::S3(moto, bucket) = &ours.files {
+        let key = format!("{}/{}/thumbs_{wide}/50x50_{wide}", ours.cid, ours.id);
+        let (kept, _) = moto.object(bucket, &key).unwrap();
+        let again = fetch(&ours.server.addr, &ours.url(wide, "50x50"));
+        assert_eq!(again.bytes, kept);
+        return;
+    }
     let kept = ours.dir().join(format!("thumbs_{wide}/50x50_{wide}"));
     let before = std::fs::metadata(&kept).unwrap().modified().unwrap();
     let first = std::fs::read(&kept).unwrap();
@@ -313,12 +359,24 @@ fn thumbs_are_made_served_and_kept_as_by_the_reference() {
 
 #[test]
 fn concurrent_requests_for_one_thumb_get_the_same_bytes() {
+    concurrent_requests_for_one_thumb(false);
+}
+
+#[test]
+fn concurrent_requests_for_one_thumb_on_s3_get_the_same_bytes() {
+    concurrent_requests_for_one_thumb(true);
+}
+
+fn concurrent_requests_for_one_thumb(s3: bool) {
+    if s3 && crate::s3::moto().is_none() {
+        return;
+    }
     let files = vec![(
         "big.png",
         encode(&picture(1200, 900, false), ImageFormat::Png),
         0.0,
     )];
-    let side = setup(Server::start(), &files);
+    let side = setup(Server::start(), &files, s3);
     let stored = side.stored("big.png").to_owned();
     let url = side.url(&stored, "80x30f");
     let addr = side.server.addr.clone();
@@ -333,7 +391,19 @@ fn concurrent_requests_for_one_thumb_get_the_same_bytes() {
     }
     let img = image::load_from_memory(&got[0].bytes).unwrap();
     assert_eq!((img.width(), img.height()), (40, 30));
-    // One thumb and its sidecar; no temporary file left beside them.
-    let tdir = side.dir().join(format!("thumbs_{stored}"));
-    assert_eq!(std::fs::read_dir(tdir).unwrap().count(), 2);
+    // One thumb and its sidecar (on S3: one object); no temporary file left beside them.
+    match &side.files {
+        Files::Local(_) => {
+            let tdir = side.dir().join(format!("thumbs_{stored}"));
+            assert_eq!(std::fs::read_dir(tdir).unwrap().count(), 2);
+        }
+        Files::S3(moto, bucket) => {
+            let prefix = format!("{}/{}/thumbs_{stored}/", side.cid, side.id);
+            assert_eq!(moto.keys(bucket, &prefix).len(), 1);
+            assert_eq!(
+                crate::s3::count_files(&side.server.data_dir().join(".ferrobase_uploads")),
+                0
+            );
+        }
+    }
 }

@@ -397,21 +397,13 @@ impl<'a> Writer<'a> {
                 _ => return inner,
             }
             Some(Box::new(move || {
-                for up in pending {
-                    if let Err(e) = files.place(&cid, &id, up) {
-                        tracing::error!(error = %e, collection = %cid, record = %id, "upload not placed");
-                    }
-                }
-                for name in dropped {
-                    if let Err(e) = files.delete(&cid, &id, &name) {
-                        tracing::warn!(error = %e, file = %name, "dropped file not deleted");
-                    }
-                }
-                for (c, r) in folders {
-                    if let Err(e) = files.delete_record(&c, &r) {
-                        tracing::warn!(error = %e, collection = %c, record = %r, "record files not deleted");
-                    }
-                }
+                files.apply(crate::files::FileWork {
+                    collection_id: cid,
+                    record_id: id,
+                    place: pending,
+                    delete: dropped,
+                    folders,
+                });
                 if let Some(a) = inner {
                     a();
                 }
@@ -558,7 +550,10 @@ impl<'a> Writer<'a> {
         };
         let notify = self.commit_notice(c, Action::Create, None);
         let notify = self.with_files(notify, c, &prepared.id, pending, Vec::new());
-        self.save(prepared, notify).await
+        let id = prepared.id.clone();
+        let saved = self.save(prepared, notify).await;
+        self.settle_files(c, &id).await;
+        saved
     }
 
     /// Update a record from body-shaped `data`, with plugin hooks. The record must pass the
@@ -680,7 +675,18 @@ impl<'a> Writer<'a> {
         let notify = self.commit_notice(c, Action::Update, wanted);
         let dropped = draft::dropped_files(c, &before, &draft.values);
         let notify = self.with_files(notify, c, &prepared.id, pending, dropped);
-        self.save(prepared, notify).await
+        let id = prepared.id.clone();
+        let saved = self.save(prepared, notify).await;
+        self.settle_files(c, &id).await;
+        saved
+    }
+
+    /// A write on its own waits for its S3 file work before the client hears back (a batch
+    /// waits for all of its writes' work after its commit, in `api/batch.rs`).
+    async fn settle_files(&self, c: &Collection, id: &str) {
+        if self.tx.is_none() {
+            self.records.files.settle(&c.id, id).await;
+        }
     }
 
     /// Delete a record, with plugin hooks. The record must pass the caller's delete rule.
@@ -713,6 +719,7 @@ impl<'a> Writer<'a> {
         let keep_trail = notice_wanted(&self.records.feed, c);
         let notify = self.commit_notice(c, Action::Delete, None);
         let notify = self.with_files(notify, c, &id, Vec::new(), Vec::new());
+        let deleted_id = id.clone();
         let outcome = self
             .commit_write(
                 move |conn| {
@@ -743,7 +750,10 @@ impl<'a> Writer<'a> {
                 other => RecordError::Store(other),
             })?;
         match outcome {
-            WriteOutcome::Deleted(..) => Ok(()),
+            WriteOutcome::Deleted(..) => {
+                self.settle_files(c, &deleted_id).await;
+                Ok(())
+            }
             other => Err(refused(other, MSG_DELETE_FAILED)),
         }
     }
