@@ -110,6 +110,9 @@ pub(crate) async fn serve(
         ),
         plugins: Arc::clone(&plugins),
         records,
+        outbox: crate::auth::mail::Outbox::start(),
+        otp_attempts: Default::default(),
+        mail_cooldowns: Default::default(),
     });
     plugins.spawn_background();
     let router = api::router(state);

@@ -1,5 +1,5 @@
-//! `/api/settings` (superusers only): read, patch, and the two connection tests, which answer
-//! honestly that mail and S3 are not built yet rather than pretending to have sent anything.
+//! `/api/settings` (superusers only): read, patch, and the two connection tests: the test mail
+//! is sent for real (and its failure answered); S3 answers honestly that it is not built yet.
 
 use super::body::{self, MSG_LOAD_FAILED};
 use super::error::{ApiError, ApiResult};
@@ -8,7 +8,7 @@ use super::{Shared, ok_json};
 use crate::settings::SettingsError;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
 const MSG_SAVE_FAILED: &str = "An error occurred while saving the new settings.";
@@ -140,13 +140,17 @@ pub(crate) async fn test_email(
         );
     }
     let collection = text(&body, "collection");
-    if !collection.is_empty()
-        && !state
-            .store
-            .schema()
-            .by_id_or_name(collection)
-            .is_some_and(|c| c.is_auth())
-    {
+    let target = state
+        .store
+        .schema()
+        .by_id_or_name(if collection.is_empty() {
+            "_superusers"
+        } else {
+            collection
+        })
+        .filter(|c| c.is_auth())
+        .cloned();
+    if !collection.is_empty() && target.is_none() {
         data.insert(
             "collection".into(),
             field_error(
@@ -158,7 +162,9 @@ pub(crate) async fn test_email(
     if !data.is_empty() {
         return Err(ApiError::with_data(StatusCode::BAD_REQUEST, FAILED, data));
     }
-    Err(ApiError::bad(format!(
-        "{FAILED} Raw error: \nsending mail is not supported by this server yet."
-    )))
+    let c = target.ok_or_else(ApiError::internal)?;
+    super::auth_flows::send_test_mail(&state, &c, template, email)
+        .await
+        .map_err(|e| ApiError::bad(format!("{FAILED} Raw error: \n{e}")))?;
+    Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -658,6 +658,48 @@ pub(crate) fn find_by(
     Ok(fetch(conn, c, &sql, &params)?.into_iter().next())
 }
 
+/// The auth record of `c` with this email, as PocketBase's `FindAuthRecordByEmail` finds it:
+/// without case when the collection's unique email index is `COLLATE NOCASE`, exactly otherwise.
+pub(crate) fn find_by_email(
+    conn: Conn<'_>,
+    c: &Collection,
+    email: &str,
+) -> Result<Option<StoreRecord>> {
+    let nocase = c.indexes.iter().any(|ix| {
+        let ix = ix.to_ascii_lowercase();
+        ix.contains("unique") && ix.contains("email") && ix.contains("collate nocase")
+    });
+    let cond = format!(
+        "{}.{} = ?{}",
+        q(&c.name),
+        q("email"),
+        if nocase { " COLLATE NOCASE" } else { "" }
+    );
+    let sql = select_sql(c, "", &cond, "");
+    let params: [&dyn ToSql; 3] = [&email, &1_i64, &0_i64];
+    Ok(fetch(conn.0, c, &sql, &params)?.into_iter().next())
+}
+
+/// Every record of `c` (a system collection like `_otps`) whose `collectionRef` and
+/// `recordRef` name `record_id` of `collection_id`, newest first.
+pub(crate) fn find_by_record_ref(
+    conn: Conn<'_>,
+    c: &Collection,
+    collection_id: &str,
+    record_id: &str,
+) -> Result<Vec<StoreRecord>> {
+    let cond = format!(
+        "{t}.{} = ? AND {t}.{} = ?",
+        q("collectionRef"),
+        q("recordRef"),
+        t = q(&c.name)
+    );
+    let order = format!("{}.{} DESC", q(&c.name), q("created"));
+    let sql = select_sql(c, "", &cond, &order);
+    let params: [&dyn ToSql; 4] = [&collection_id, &record_id, &1000_i64, &0_i64];
+    fetch(conn.0, c, &sql, &params)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
