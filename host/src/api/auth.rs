@@ -16,16 +16,23 @@ use axum::response::Response;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
+/// The auth collection an auth route names. Behind PocketBase's rate-limit middleware, which
+/// resolves the collection first, an unknown one is "Missing or invalid collection context.";
+/// a collection that is not an auth one is the handler's own 404.
 pub(super) fn auth_collection(state: &Shared, key: &str) -> ApiResult<Arc<Collection>> {
-    find_collection(state, key)
-        .filter(|c| c.is_auth())
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
-                "Missing or invalid auth collection context.",
-            )
-        })
+    let c = find_collection(state, key).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "Missing or invalid collection context.",
+        )
+    })?;
+    if !c.is_auth() {
+        return Err(ApiError::new(StatusCode::NOT_FOUND, MSG_NO_AUTH_COLLECTION));
+    }
+    Ok(c)
 }
+
+pub(super) const MSG_NO_AUTH_COLLECTION: &str = "Missing or invalid auth collection context.";
 
 /// `settings.rateLimits` for an auth route of `c` (nothing while rate limits are off).
 pub(super) async fn limit(
@@ -331,10 +338,20 @@ pub(crate) async fn not_built(
     if !LATER.contains(&action.as_str()) {
         return ApiError::not_found();
     }
-    if auth_collection(&state, &key).is_err() {
+    let c = match auth_collection(&state, &key) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    // With OAuth2 off, PocketBase's own refusal is the whole answer.
+    let enabled = c
+        .auth_option("oauth2")
+        .and_then(|o| o.get("enabled"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if !enabled {
         return ApiError::new(
-            StatusCode::NOT_FOUND,
-            "Missing or invalid auth collection context.",
+            StatusCode::FORBIDDEN,
+            "The collection is not configured to allow OAuth2 authentication.",
         );
     }
     tracing::info!(action, "auth flow not built yet");

@@ -471,7 +471,7 @@ pub(crate) async fn request_email_change(
             StatusCode::FORBIDDEN,
             format!(
                 "The request requires auth record from {} collection.",
-                c.name
+                who.collection.name
             ),
         ));
     }
@@ -618,7 +618,10 @@ pub(crate) async fn impersonate(
     if !who.is_superuser() {
         return Err(ApiError::forbidden_record());
     }
-    let c = auth_collection(&state, &key)?;
+    // No rate-limit middleware in front of this route in PocketBase: any miss is its own 404.
+    let c = super::find_collection(&state, &key)
+        .filter(|c| c.is_auth())
+        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, super::auth::MSG_NO_AUTH_COLLECTION))?;
     let c2 = Arc::clone(&c);
     let row = state
         .store
