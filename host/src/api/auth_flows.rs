@@ -420,37 +420,16 @@ pub(crate) async fn confirm_password_reset(
         change.insert("verified".into(), json!(true));
     }
     let id = c.stored_text(row, "id").to_owned();
-    // The new password rotates the tokenKey: this token, and every other, stops working.
+    // The new password rotates the tokenKey: this token, and every other, stops working (and
+    // the store drops the record's OTPs and MFA sessions).
     save(&state, &c, &id, change).await.map_err(|e| {
         let e = ApiError::from(e);
         ApiError::with_data(e.status, "Failed to set new password.", e.data)
     })?;
-    forget_otps(&state, &c, &id).await;
     state
         .mail_cooldowns
         .clear(&format!("passwordReset:{}{id}", c.id));
     Ok(no_content())
-}
-
-/// A record's OTPs go when its tokenKey changes (PocketBase's guard against hijacking).
-async fn forget_otps(state: &Shared, c: &Collection, id: &str) {
-    let Some(otps) = state.store.schema().by_name("_otps").cloned() else {
-        return;
-    };
-    let (o2, cid, rid) = (Arc::clone(&otps), c.id.clone(), id.to_owned());
-    let rows = state
-        .store
-        .read(move |conn| store_records::find_by_record_ref(conn, &o2, &cid, &rid))
-        .await
-        .unwrap_or_default();
-    let access = Access::system(0);
-    let w = Writer::new(&state.records, &access);
-    for r in rows {
-        let oid = otps.stored_text(&r, "id").to_owned();
-        if let Err(e) = w.delete(&otps, oid).await {
-            tracing::warn!(error = %e, "could not delete an OTP of a record whose tokenKey changed");
-        }
-    }
 }
 
 // ---------------------------------------------------------------- email change
@@ -600,7 +579,6 @@ pub(crate) async fn confirm_email_change(
         let e = ApiError::from(e);
         ApiError::with_data(e.status, "Failed to confirm email change.", e.data)
     })?;
-    forget_otps(&state, &c, &id).await;
     Ok(no_content())
 }
 

@@ -522,6 +522,34 @@ pub(crate) fn update(
     conn.prepare_cached(&sql)?
         .execute(params.as_slice())
         .map_err(StoreError::classify)?;
+    if c.is_auth() {
+        // PocketBase's guards against hijacking: a new tokenKey ends the record's OTPs, a new
+        // password its MFA sessions and known sign-in origins.
+        let written = |name: &str| {
+            row.iter().any(|(i, v)| {
+                c.fields[*i].name == name && matches!(v, Stored::Text(t) if !t.is_empty())
+            })
+        };
+        if written("tokenKey") {
+            forget_refs(conn, &["_otps"], &c.id, id)?;
+        }
+        if written("password") {
+            forget_refs(conn, &["_mfas", "_authOrigins"], &c.id, id)?;
+        }
+    }
+    Ok(())
+}
+
+/// Delete the rows of the system collections `tables` (`_otps`, `_mfas`, ...) that refer to
+/// record `id` of collection `collection_id`.
+fn forget_refs(conn: &Connection, tables: &[&str], collection_id: &str, id: &str) -> Result<()> {
+    for t in tables {
+        let sql = format!(
+            "DELETE FROM {} WHERE `collectionRef` = ?1 AND `recordRef` = ?2",
+            q(t)
+        );
+        conn.prepare_cached(&sql)?.execute([collection_id, id])?;
+    }
     Ok(())
 }
 
@@ -607,6 +635,16 @@ pub(crate) fn delete(
     }
     db.prepare_cached(&format!("DELETE FROM {} WHERE `id` = ?1", q(&c.name)))?
         .execute([id])?;
+    if c.is_auth() {
+        // The record's sessions, codes, linked identities and origins go with it, as in
+        // PocketBase.
+        forget_refs(
+            db,
+            &["_mfas", "_otps", "_externalAuths", "_authOrigins"],
+            &c.id,
+            id,
+        )?;
+    }
     Ok(())
 }
 

@@ -510,3 +510,98 @@ fn links_mailed_by_ferrobase_work_in_pocketbase() {
         reference.to_str().expect("utf-8"),
     );
 }
+
+/// The OTP code in a mail (the digits inside `<strong>`).
+fn mail_code(mail: &str) -> String {
+    let i = mail
+        .find("<strong>")
+        .unwrap_or_else(|| panic!("no code in: {mail}"));
+    mail[i + 8..]
+        .chars()
+        .skip_while(|c| c.is_whitespace())
+        .take_while(char::is_ascii_digit)
+        .collect()
+}
+
+/// What one server answers along: an OTP used after the user's password changed, then the
+/// OTPs left after the user is deleted.
+fn otp_lifecycle(bin: Option<&str>) -> Vec<Value> {
+    let sink = Sink::start();
+    let s = match bin {
+        Some(b) => Server::start_bin(b),
+        None => Server::start(),
+    };
+    let su = setup(&s, &sink);
+    let email = "known@example.com";
+    let user = s.req("GET", "/api/collections/otpusers/records", Some(&su), None);
+    let id = user.json["items"][0]["id"].as_str().unwrap().to_owned();
+    let mut seen = Vec::new();
+    let otp = || {
+        let before = sink.count(email);
+        let r = s.req(
+            "POST",
+            "/api/collections/otpusers/request-otp",
+            None,
+            Some(&json!({"email": email})),
+        );
+        assert_eq!(r.status, 200, "{}", r.json);
+        let code = mail_code(&sink.wait(email, before));
+        (r.json["otpId"].as_str().unwrap().to_owned(), code)
+    };
+    let (otp_id, code) = otp();
+    let r = s.req(
+        "PATCH",
+        &format!("/api/collections/otpusers/records/{id}"),
+        Some(&su),
+        Some(&json!({"password": "Changed-12345", "passwordConfirm": "Changed-12345"})),
+    );
+    assert_eq!(r.status, 200, "{}", r.json);
+    let r = s.req(
+        "POST",
+        "/api/collections/otpusers/auth-with-otp",
+        None,
+        Some(&json!({"otpId": otp_id, "password": code})),
+    );
+    seen.push(json!([r.status, r.json]));
+    let _ = otp();
+    let count = |s: &Server| {
+        s.req(
+            "GET",
+            &format!("/api/collections/_otps/records?filter=recordRef%3D%27{id}%27"),
+            Some(&su),
+            None,
+        )
+        .json["totalItems"]
+            .clone()
+    };
+    seen.push(count(&s));
+    let r = s.req(
+        "DELETE",
+        &format!("/api/collections/otpusers/records/{id}"),
+        Some(&su),
+        None,
+    );
+    assert_eq!(r.status, 204);
+    seen.push(count(&s));
+    seen
+}
+
+#[test]
+fn otps_end_with_a_new_password_and_with_their_record_as_in_pocketbase() {
+    let Some(reference) = reference_bin() else {
+        return;
+    };
+    let ours = otp_lifecycle(None);
+    assert_eq!(
+        ours,
+        otp_lifecycle(Some(reference.to_str().expect("utf-8")))
+    );
+    assert_eq!(
+        ours,
+        vec![
+            json!([400, {"data": {}, "message": "Invalid or expired OTP.", "status": 400}]),
+            json!(1),
+            json!(0)
+        ]
+    );
+}
