@@ -122,17 +122,23 @@ fn build(msg: &Message) -> Result<lettre::Message, MailError> {
 
 /// The SMTP client PocketBase's settings describe: `tls` is TLS from the first byte (SMTPS);
 /// otherwise STARTTLS when the server offers it (Go's client does the same). Credentials only
-/// when a username or password is set, by `authMethod` (`LOGIN`, else `PLAIN`); `localName` for
-/// EHLO ("localhost" when empty).
+/// when a username or password is set, by `authMethod` (`LOGIN`, else `PLAIN`), and only over
+/// TLS or to localhost; `localName` for EHLO ("localhost" when empty).
 fn transport(smtp: &Smtp) -> Result<AsyncSmtpTransport<Tokio1Executor>, MailError> {
     let params =
         TlsParameters::new(smtp.host.clone()).map_err(|e| MailError::Smtp(e.to_string()))?;
     let port = u16::try_from(smtp.port).map_err(|_| MailError::Smtp("invalid port".into()))?;
+    let credentials = !smtp.username.is_empty() || !smtp.password.is_empty();
+    // Credentials travel only encrypted, or to this machine (Go's SMTP auth refuses otherwise):
+    // without `tls`, STARTTLS becomes required rather than opportunistic.
+    let local = matches!(smtp.host.as_str(), "localhost" | "127.0.0.1" | "::1");
     let mut b = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(smtp.host.as_str())
         .port(port)
         .timeout(Some(SEND_TIMEOUT))
         .tls(if smtp.tls {
             Tls::Wrapper(params)
+        } else if credentials && !local {
+            Tls::Required(params)
         } else {
             Tls::Opportunistic(params)
         })
@@ -141,7 +147,7 @@ fn transport(smtp: &Smtp) -> Result<AsyncSmtpTransport<Tokio1Executor>, MailErro
         } else {
             smtp.local_name.clone()
         }));
-    if !smtp.username.is_empty() || !smtp.password.is_empty() {
+    if credentials {
         let mechanism = if smtp.auth_method == "LOGIN" {
             Mechanism::Login
         } else {

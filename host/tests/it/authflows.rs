@@ -22,6 +22,8 @@ struct Mail {
 struct Sink {
     port: u16,
     mails: Arc<Mutex<Vec<Mail>>>,
+    /// What clients said about themselves: `EHLO <name>` and `AUTH <mechanism> <user> <pass>`.
+    said: Arc<Mutex<Vec<String>>>,
 }
 
 impl Sink {
@@ -29,17 +31,18 @@ impl Sink {
         let l = TcpListener::bind("127.0.0.1:0").expect("bind the sink");
         let port = l.local_addr().expect("addr").port();
         let mails = Arc::new(Mutex::new(Vec::new()));
-        let m2 = Arc::clone(&mails);
+        let said = Arc::new(Mutex::new(Vec::new()));
+        let (m2, s2) = (Arc::clone(&mails), Arc::clone(&said));
         std::thread::spawn(move || {
             for conn in l.incoming() {
                 let Ok(conn) = conn else { continue };
-                let mails = Arc::clone(&m2);
+                let (mails, said) = (Arc::clone(&m2), Arc::clone(&s2));
                 std::thread::spawn(move || {
-                    let _ = session(conn, &mails);
+                    let _ = session(conn, &mails, &said);
                 });
             }
         });
-        Sink { port, mails }
+        Sink { port, mails, said }
     }
 
     fn smtp(&self) -> Value {
@@ -76,7 +79,18 @@ impl Sink {
     }
 }
 
-fn session(conn: std::net::TcpStream, mails: &Mutex<Vec<Mail>>) -> std::io::Result<()> {
+fn b64(s: &str) -> String {
+    base64::engine::general_purpose::STANDARD
+        .decode(s.trim())
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
+fn session(
+    conn: std::net::TcpStream,
+    mails: &Mutex<Vec<Mail>>,
+    said: &Mutex<Vec<String>>,
+) -> std::io::Result<()> {
     conn.set_read_timeout(Some(Duration::from_secs(30)))?;
     let mut w = conn.try_clone()?;
     let mut r = BufReader::new(conn);
@@ -90,7 +104,41 @@ fn session(conn: std::net::TcpStream, mails: &Mutex<Vec<Mail>>) -> std::io::Resu
         }
         let cmd = line.trim_end().to_ascii_uppercase();
         if cmd.starts_with("EHLO") {
-            w.write_all(b"250-sink\r\n250 8BITMIME\r\n")?;
+            said.lock().unwrap().push(line.trim_end().to_owned());
+            w.write_all(b"250-sink\r\n250-8BITMIME\r\n250 AUTH PLAIN LOGIN\r\n")?;
+        } else if cmd.starts_with("AUTH PLAIN") {
+            let mut resp = line.trim_end()[10..].trim().to_owned();
+            if resp.is_empty() {
+                w.write_all(b"334 \r\n")?;
+                line.clear();
+                r.read_line(&mut line)?;
+                resp = line.trim().to_owned();
+            }
+            let parts: Vec<String> = b64(&resp).split('\0').map(str::to_owned).collect();
+            said.lock()
+                .unwrap()
+                .push(format!("AUTH PLAIN {}", parts[1..].join(" ")));
+            w.write_all(b"235 ok\r\n")?;
+        } else if cmd.starts_with("AUTH LOGIN") {
+            let mut got = Vec::new();
+            let first = line.trim_end()[10..].trim().to_owned();
+            if !first.is_empty() {
+                got.push(b64(&first));
+            }
+            while got.len() < 2 {
+                w.write_all(if got.is_empty() {
+                    b"334 VXNlcm5hbWU6\r\n"
+                } else {
+                    b"334 UGFzc3dvcmQ6\r\n"
+                })?;
+                line.clear();
+                r.read_line(&mut line)?;
+                got.push(b64(&line));
+            }
+            said.lock()
+                .unwrap()
+                .push(format!("AUTH LOGIN {}", got.join(" ")));
+            w.write_all(b"235 ok\r\n")?;
         } else if cmd.starts_with("RCPT TO:") {
             let addr = line.trim_end()[8..]
                 .trim()
@@ -686,4 +734,57 @@ fn the_mfa_rule_and_a_query_mfa_id_work_as_in_pocketbase() {
             json!(401)
         ]
     );
+}
+
+/// What one server says to the SMTP server for `smtp` settings (its EHLO name and credentials),
+/// sending a test mail.
+fn smtp_greeting(bin: Option<&str>, method: &str) -> Vec<String> {
+    let sink = Sink::start();
+    let s = match bin {
+        Some(b) => Server::start_bin(b),
+        None => Server::start(),
+    };
+    let su = s.su_token();
+    let mut smtp = sink.smtp();
+    smtp["username"] = json!("mailer");
+    smtp["password"] = json!("mail-pass");
+    smtp["authMethod"] = json!(method);
+    smtp["localName"] = json!("relay.example.test");
+    let r = s.req(
+        "PATCH",
+        "/api/settings",
+        Some(&su),
+        Some(&json!({"smtp": smtp, "meta": {"senderAddress": "noreply@app.test"}})),
+    );
+    assert_eq!(r.status, 200, "{}", r.json);
+    let r = s.req(
+        "POST",
+        "/api/settings/test/email",
+        Some(&su),
+        Some(&json!({"email": "to@example.com", "template": "verification"})),
+    );
+    assert_eq!(r.status, 204, "{}", r.json);
+    sink.wait("to@example.com", 0);
+    sink.said.lock().unwrap().clone()
+}
+
+#[test]
+fn smtp_local_name_and_credentials_are_sent_as_pocketbase_sends_them() {
+    let Some(reference) = reference_bin() else {
+        return;
+    };
+    for method in ["PLAIN", "LOGIN"] {
+        let ours = smtp_greeting(None, method);
+        assert_eq!(
+            ours,
+            smtp_greeting(Some(reference.to_str().expect("utf-8")), method)
+        );
+        assert_eq!(
+            ours,
+            vec![
+                "EHLO relay.example.test".to_owned(),
+                format!("AUTH {method} mailer mail-pass")
+            ]
+        );
+    }
 }
