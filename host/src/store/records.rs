@@ -540,6 +540,24 @@ pub(crate) fn update(
     Ok(())
 }
 
+/// Delete the rows of `table` (`_otps`, `_mfas`) of auth collection `collection_id` created
+/// before `before` (a stored date): sessions past their duration. How many went.
+pub(crate) fn delete_expired_refs(
+    conn: Conn<'_>,
+    table: &str,
+    collection_id: &str,
+    before: &str,
+) -> Result<usize> {
+    let sql = format!(
+        "DELETE FROM {} WHERE `collectionRef` = ?1 AND `created` < ?2",
+        q(table)
+    );
+    Ok(conn
+        .0
+        .prepare_cached(&sql)?
+        .execute([collection_id, before])?)
+}
+
 /// Delete the rows of the system collections `tables` (`_otps`, `_mfas`, ...) that refer to
 /// record `id` of collection `collection_id`.
 fn forget_refs(conn: &Connection, tables: &[&str], collection_id: &str, id: &str) -> Result<()> {
@@ -743,6 +761,87 @@ mod tests {
     use super::*;
     use crate::schema::SUPERUSERS_ID;
     use crate::store::{Store, StoreConfig};
+
+    #[test]
+    fn expired_sessions_of_one_collection_are_deleted_and_an_auth_delete_takes_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = StoreConfig {
+            cache_size_kib: 1000,
+            journal_size_limit: 1 << 20,
+            wal_autocheckpoint: 1_000,
+            busy_timeout_ms: 1000,
+            n_readers: 1,
+        };
+        let store = Store::open(dir.path(), &cfg).unwrap();
+        let schema = store.schema();
+        let users = schema.by_name("users").unwrap().clone();
+        let mfas = schema.by_name("_mfas").unwrap().clone();
+        let left = store
+            .write_blocking(move |conn| {
+                let conn = crate::store::Conn(conn);
+                let at = |c: &Collection, name: &str| {
+                    c.fields.iter().position(|f| f.name == name).unwrap()
+                };
+                let mfa = |id: &str, coll: &str, rec: &str, created: &str| {
+                    vec![
+                        (at(&mfas, "id"), Stored::Text(id.into())),
+                        (at(&mfas, "collectionRef"), Stored::Text(coll.into())),
+                        (at(&mfas, "recordRef"), Stored::Text(rec.into())),
+                        (at(&mfas, "method"), Stored::Text("password".into())),
+                        (at(&mfas, "created"), Stored::Text(created.into())),
+                    ]
+                };
+                insert(
+                    conn,
+                    &schema,
+                    &users,
+                    &[(at(&users, "id"), Stored::Text("u00000000000001".into()))],
+                )?;
+                insert(
+                    conn,
+                    &schema,
+                    &mfas,
+                    &mfa("m1", "_pb_users_auth_", "u1", "2026-01-01 09:00:00.000Z"),
+                )?;
+                insert(
+                    conn,
+                    &schema,
+                    &mfas,
+                    &mfa("m2", "_pb_users_auth_", "u1", "2026-01-01 11:00:00.000Z"),
+                )?;
+                insert(
+                    conn,
+                    &schema,
+                    &mfas,
+                    &mfa("m3", "other", "u1", "2026-01-01 09:00:00.000Z"),
+                )?;
+                insert(
+                    conn,
+                    &schema,
+                    &mfas,
+                    &mfa(
+                        "m4",
+                        "_pb_users_auth_",
+                        "u00000000000001",
+                        "2026-01-01 11:00:00.000Z",
+                    ),
+                )?;
+                let gone = delete_expired_refs(
+                    conn,
+                    "_mfas",
+                    "_pb_users_auth_",
+                    "2026-01-01 10:00:00.000Z",
+                )?;
+                delete(conn, &schema, &users, "u00000000000001", 0, None)?;
+                let ids = ["m1", "m2", "m3", "m4"]
+                    .into_iter()
+                    .filter(|id| get(conn, &mfas, id, None).unwrap().is_some())
+                    .collect::<Vec<_>>();
+                Ok((gone, ids))
+            })
+            .unwrap();
+        assert_eq!(left, (1, vec!["m2", "m3"]));
+    }
 
     #[test]
     fn an_auth_record_id_taken_by_another_auth_collection_is_refused_on_every_insert() {
