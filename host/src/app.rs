@@ -114,8 +114,12 @@ pub(crate) async fn serve(
         ),
         plugins: Arc::clone(&plugins),
         records,
+        outbox: crate::auth::mail::Outbox::start(),
+        otp_attempts: Default::default(),
+        mail_cooldowns: Default::default(),
     });
     plugins.spawn_background();
+    spawn_session_cleanup(Arc::clone(&store));
     let router = api::router(state);
     // Realtime streams never end by themselves: close them when the server stops, so the drain
     // does not wait its whole grace period for them.
@@ -129,4 +133,40 @@ pub(crate) async fn serve(
     let s = Arc::clone(&store);
     let _ = tokio::task::spawn_blocking(move || s.close()).await;
     Ok(())
+}
+
+/// Every hour, as PocketBase's `__pbOTPCleanup__` and `__pbMFACleanup__` jobs do: the `_otps`
+/// and `_mfas` rows older than their auth collection's `otp.duration` / `mfa.duration` are
+/// deleted (the flows already refuse them; this keeps the tables small).
+fn spawn_session_cleanup(store: Arc<Store>) {
+    tokio::spawn(async move {
+        let hour = std::time::Duration::from_secs(3600);
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + hour, hour);
+        loop {
+            tick.tick().await;
+            let schema = store.schema();
+            let now = chrono::Utc::now();
+            for c in schema.collections.iter().filter(|c| c.is_auth()) {
+                for (table, option) in [("_otps", "otp"), ("_mfas", "mfa")] {
+                    let duration = c
+                        .auth_option(option)
+                        .and_then(|o| o.get("duration"))
+                        .and_then(serde_json::Value::as_i64)
+                        .unwrap_or(0);
+                    let before = crate::schema::ids::format_time(
+                        now - chrono::Duration::seconds(duration.max(0)),
+                    );
+                    let id = c.id.clone();
+                    if let Err(e) = store
+                        .write(move |conn| {
+                            crate::store::records::delete_expired_refs(conn, table, &id, &before)
+                        })
+                        .await
+                    {
+                        tracing::warn!(error = %e, table, "expired session cleanup failed");
+                    }
+                }
+            }
+        }
+    });
 }

@@ -1,5 +1,6 @@
-//! Auth endpoints of auth collections. Password auth is built; OTP, OAuth2, MFA, verification,
-//! password reset and email change answer PocketBase's honest error until their issue lands.
+//! Auth endpoints of auth collections: auth-methods, password sign-in, refresh, and the end
+//! every sign-in shares (superuser IPs, authRule, MFA, the token). The other flows are in
+//! `auth_flows.rs`; OAuth2 answers an honest error until it is built.
 
 use super::body;
 use super::error::{ApiError, ApiResult, MSG_NOT_ALLOWED, MSG_VALIDATION};
@@ -15,19 +16,26 @@ use axum::response::Response;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
-fn auth_collection(state: &Shared, key: &str) -> ApiResult<Arc<Collection>> {
-    find_collection(state, key)
-        .filter(|c| c.is_auth())
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
-                "Missing or invalid auth collection context.",
-            )
-        })
+/// The auth collection an auth route names. Behind PocketBase's rate-limit middleware, which
+/// resolves the collection first, an unknown one is "Missing or invalid collection context.";
+/// a collection that is not an auth one is the handler's own 404.
+pub(super) fn auth_collection(state: &Shared, key: &str) -> ApiResult<Arc<Collection>> {
+    let c = find_collection(state, key).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "Missing or invalid collection context.",
+        )
+    })?;
+    if !c.is_auth() {
+        return Err(ApiError::new(StatusCode::NOT_FOUND, MSG_NO_AUTH_COLLECTION));
+    }
+    Ok(c)
 }
 
+pub(super) const MSG_NO_AUTH_COLLECTION: &str = "Missing or invalid auth collection context.";
+
 /// `settings.rateLimits` for an auth route of `c` (nothing while rate limits are off).
-async fn limit(
+pub(super) async fn limit(
     state: &Shared,
     head: &axum::http::request::Parts,
     c: &Collection,
@@ -121,18 +129,58 @@ fn sign_auth_token(
     row: &crate::store::StoreRecord,
     refreshable: bool,
 ) -> ApiResult<String> {
-    let secret = c.token_secret("authToken").ok_or_else(ApiError::internal)?;
     let mut extra = Map::new();
     extra.insert("refreshable".into(), json!(refreshable));
-    Ok(token::sign(
-        c.stored_text(row, "id"),
-        &c.id,
-        "auth",
-        c.token_duration("authToken"),
-        extra,
-        c.stored_text(row, "tokenKey"),
-        secret,
-        chrono::Utc::now().timestamp(),
+    token::for_record(c, row, "auth", 0, extra, chrono::Utc::now().timestamp())
+        .ok_or_else(ApiError::internal)
+}
+
+/// The end of every sign-in, as PocketBase's auth response runs it: a superuser only from
+/// `superuserIPs`, the collection's `authRule`, then (for a sign-in `method`; "" skips it) the
+/// MFA step, which may answer 401 `{mfaId}` instead; then `{record, token}` with `token`, or a
+/// new refreshable auth token.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the sign-in's parts, each used once; a struct would only rename them"
+)]
+pub(super) async fn finish_auth(
+    state: &Shared,
+    head: &axum::http::request::Parts,
+    c: &Arc<Collection>,
+    row: crate::store::StoreRecord,
+    method: &str,
+    data: &Map<String, Value>,
+    fields: &Option<FieldsFilter>,
+    token: Option<String>,
+) -> ApiResult<Response> {
+    if c.id == crate::schema::SUPERUSERS_ID {
+        let settings = state.settings.current();
+        if !settings.superuser_ips.is_empty()
+            && !crate::settings::ip_in_list(
+                &settings.superuser_ips,
+                &super::client_ip(&settings, &head.headers, &head.extensions),
+            )
+        {
+            return Err(ApiError::new(StatusCode::FORBIDDEN, MSG_NOT_ALLOWED));
+        }
+    }
+    crate::records::auth_rule_allows(&state.store, c, &row).await?;
+    if let Some(mfa_id) = super::auth_flows::check_mfa(state, head, c, &row, method, data).await? {
+        return Ok(super::error::json_response(
+            StatusCode::UNAUTHORIZED,
+            &json!({"mfaId": mfa_id}),
+        ));
+    }
+    let tok = match token {
+        Some(t) => t,
+        None => sign_auth_token(c, &row, true)?,
+    };
+    Ok(auth_response(
+        c,
+        row,
+        tok,
+        fields,
+        c.id == crate::schema::SUPERUSERS_ID,
     ))
 }
 
@@ -240,26 +288,7 @@ pub(crate) async fn with_password(
     if !ok {
         return Err(fail());
     }
-    if c.id == crate::schema::SUPERUSERS_ID {
-        let settings = state.settings.current();
-        if !settings.superuser_ips.is_empty()
-            && !crate::settings::ip_in_list(
-                &settings.superuser_ips,
-                &super::client_ip(&settings, headers, &head.extensions),
-            )
-        {
-            return Err(ApiError::new(StatusCode::FORBIDDEN, MSG_NOT_ALLOWED));
-        }
-    }
-    crate::records::auth_rule_allows(&state.store, &c, &row).await?;
-    let tok = sign_auth_token(&c, &row, true)?;
-    Ok(auth_response(
-        &c,
-        row,
-        tok,
-        &fields,
-        c.id == crate::schema::SUPERUSERS_ID,
-    ))
+    finish_auth(&state, &head, &c, row, "password", &data, &fields, None).await
 }
 
 pub(crate) async fn refresh(
@@ -300,30 +329,29 @@ pub(crate) async fn refresh(
     Ok(auth_response(&c, who.record, tok, &fields, superuser))
 }
 
-/// Auth flows that arrive with the auth issue (OTP, OAuth2, MFA, verification, password reset,
-/// email change, impersonation). Unknown actions are plain 404s.
+/// OAuth2, not built yet: PocketBase's honest 400. Unknown actions are plain 404s.
 pub(crate) async fn not_built(
     State(state): State<Shared>,
     Path((key, action)): Path<(String, String)>,
 ) -> ApiError {
-    const LATER: &[&str] = &[
-        "request-otp",
-        "auth-with-otp",
-        "auth-with-oauth2",
-        "request-verification",
-        "confirm-verification",
-        "request-password-reset",
-        "confirm-password-reset",
-        "request-email-change",
-        "confirm-email-change",
-    ];
+    const LATER: &[&str] = &["auth-with-oauth2"];
     if !LATER.contains(&action.as_str()) {
         return ApiError::not_found();
     }
-    if auth_collection(&state, &key).is_err() {
+    let c = match auth_collection(&state, &key) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    // With OAuth2 off, PocketBase's own refusal is the whole answer.
+    let enabled = c
+        .auth_option("oauth2")
+        .and_then(|o| o.get("enabled"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if !enabled {
         return ApiError::new(
-            StatusCode::NOT_FOUND,
-            "Missing or invalid auth collection context.",
+            StatusCode::FORBIDDEN,
+            "The collection is not configured to allow OAuth2 authentication.",
         );
     }
     tracing::info!(action, "auth flow not built yet");

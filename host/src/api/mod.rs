@@ -2,6 +2,7 @@
 //! no rusqlite and no wasmtime.
 
 mod auth;
+mod auth_flows;
 mod batch;
 mod body;
 pub(crate) mod cache;
@@ -43,6 +44,12 @@ pub(crate) struct AppState {
     pub caches: cache::Caches,
     pub plugins: Arc<crate::plugins::Plugins>,
     pub records: Arc<crate::records::Records>,
+    /// Mails waiting to be sent, off the request path.
+    pub outbox: Arc<crate::auth::mail::Outbox>,
+    /// Wrong OTP codes per record and client.
+    pub otp_attempts: crate::auth::limits::Windows,
+    /// The pause after a verification or password-reset mail to a record.
+    pub mail_cooldowns: crate::auth::limits::Cooldowns,
 }
 
 pub(crate) type Shared = Arc<AppState>;
@@ -344,6 +351,42 @@ pub(crate) fn router(state: Shared) -> Router {
         .route(
             "/api/collections/{collection}/auth-refresh",
             post(auth::refresh),
+        )
+        .route(
+            "/api/collections/{collection}/request-verification",
+            post(auth_flows::request_verification),
+        )
+        .route(
+            "/api/collections/{collection}/confirm-verification",
+            post(auth_flows::confirm_verification),
+        )
+        .route(
+            "/api/collections/{collection}/request-password-reset",
+            post(auth_flows::request_password_reset),
+        )
+        .route(
+            "/api/collections/{collection}/confirm-password-reset",
+            post(auth_flows::confirm_password_reset),
+        )
+        .route(
+            "/api/collections/{collection}/request-email-change",
+            post(auth_flows::request_email_change),
+        )
+        .route(
+            "/api/collections/{collection}/confirm-email-change",
+            post(auth_flows::confirm_email_change),
+        )
+        .route(
+            "/api/collections/{collection}/request-otp",
+            post(auth_flows::request_otp),
+        )
+        .route(
+            "/api/collections/{collection}/auth-with-otp",
+            post(auth_flows::with_otp),
+        )
+        .route(
+            "/api/collections/{collection}/impersonate/{id}",
+            post(auth_flows::impersonate),
         )
         .route(
             "/api/collections/{collection}/{action}",

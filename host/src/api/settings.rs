@@ -1,6 +1,6 @@
 //! `/api/settings` (superusers only): read, patch (which also switches the file storage to or
-//! from S3), and the two connection tests: S3 for real (a test object put and deleted, as
-//! PocketBase does), mail honestly not built yet rather than pretending to have sent anything.
+//! from S3), and the two connection tests, both for real: a test object put and deleted on S3,
+//! a test mail sent over SMTP (and either failure answered), as PocketBase does.
 
 use super::body::{self, MSG_LOAD_FAILED};
 use super::error::{ApiError, ApiResult};
@@ -10,7 +10,7 @@ use crate::files::{Bucket, S3Config};
 use crate::settings::SettingsError;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse as _, Response};
+use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
 const MSG_SAVE_FAILED: &str = "An error occurred while saving the new settings.";
@@ -191,13 +191,17 @@ pub(crate) async fn test_email(
         );
     }
     let collection = text(&body, "collection");
-    if !collection.is_empty()
-        && !state
-            .store
-            .schema()
-            .by_id_or_name(collection)
-            .is_some_and(|c| c.is_auth())
-    {
+    let target = state
+        .store
+        .schema()
+        .by_id_or_name(if collection.is_empty() {
+            "_superusers"
+        } else {
+            collection
+        })
+        .filter(|c| c.is_auth())
+        .cloned();
+    if !collection.is_empty() && target.is_none() {
         data.insert(
             "collection".into(),
             field_error(
@@ -209,7 +213,9 @@ pub(crate) async fn test_email(
     if !data.is_empty() {
         return Err(ApiError::with_data(StatusCode::BAD_REQUEST, FAILED, data));
     }
-    Err(ApiError::bad(format!(
-        "{FAILED} Raw error: \nsending mail is not supported by this server yet."
-    )))
+    let c = target.ok_or_else(ApiError::internal)?;
+    super::auth_flows::send_test_mail(&state, &c, template, email)
+        .await
+        .map_err(|e| ApiError::bad(format!("{FAILED} Raw error: \n{e}")))?;
+    Ok(StatusCode::NO_CONTENT.into_response())
 }

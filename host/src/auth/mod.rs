@@ -1,6 +1,10 @@
-//! Owns caller identity: tokens, password hashing. No HTTP types.
+//! Owns caller identity and the auth flows' logic: tokens, password hashing, one-time codes,
+//! attempt limits, mail templates and outgoing mail. No HTTP types.
 
+pub(crate) mod limits;
+pub(crate) mod mail;
 pub(crate) mod password;
+pub(crate) mod templates;
 pub(crate) mod token;
 
 #[derive(Debug, thiserror::Error)]
@@ -16,4 +20,48 @@ pub(crate) enum AuthError {
     NotYetValid,
     #[error("password hashing: {0}")]
     Hash(String),
+}
+
+/// A one-time password as PocketBase makes one: `len` random decimal digits.
+pub(crate) fn otp_code(len: usize) -> String {
+    use rand::Rng;
+    let mut rng = rand::rng();
+    (0..len.max(1))
+        .map(|_| char::from(b'0' + rng.random_range(0..10u8)))
+        .collect()
+}
+
+/// Whether a session created at `created` (PocketBase's stored date text) is more than
+/// `duration_s` seconds old at `now` (an unreadable date counts as expired).
+pub(crate) fn has_expired(
+    created: &str,
+    duration_s: i64,
+    now: chrono::DateTime<chrono::Utc>,
+) -> bool {
+    let Ok(t) = chrono::NaiveDateTime::parse_from_str(created, "%Y-%m-%d %H:%M:%S%.fZ") else {
+        return true;
+    };
+    now.signed_duration_since(t.and_utc()) > chrono::Duration::seconds(duration_s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn otp_codes_are_digits_of_the_asked_length() {
+        let c = otp_code(8);
+        assert_eq!(c.len(), 8);
+        assert!(c.bytes().all(|b| b.is_ascii_digit()));
+    }
+
+    #[test]
+    fn sessions_expire_after_their_duration() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-01-01T10:03:00Z")
+            .unwrap()
+            .to_utc();
+        assert!(!has_expired("2026-01-01 10:00:00.000Z", 180, now));
+        assert!(has_expired("2026-01-01 09:59:59.999Z", 180, now));
+        assert!(has_expired("garbage", 180, now));
+    }
 }

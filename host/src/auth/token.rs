@@ -62,6 +62,52 @@ pub(crate) fn sign(
     format!("{input}.{sig}")
 }
 
+/// A token of type `kind` (`auth`, `verification`, `passwordReset`, `emailChange`, `file`) for
+/// `row`, a record of the auth collection `c`, signed as PocketBase signs it: with the record's
+/// `tokenKey` and the collection's `<kind>Token` secret, for that option's duration unless
+/// `duration_s` is positive. None when the collection has no such secret.
+pub(crate) fn for_record(
+    c: &crate::schema::Collection,
+    row: &[crate::schema::value::Stored],
+    kind: &str,
+    duration_s: i64,
+    extra: Map<String, Value>,
+    now_s: i64,
+) -> Option<String> {
+    let option = format!("{kind}Token");
+    let secret = c.token_secret(&option)?;
+    let duration = if duration_s > 0 {
+        duration_s
+    } else {
+        c.token_duration(&option)
+    };
+    Some(sign(
+        c.stored_text(row, "id"),
+        &c.id,
+        kind,
+        duration,
+        extra,
+        c.stored_text(row, "tokenKey"),
+        secret,
+        now_s,
+    ))
+}
+
+/// The claims of a token whatever its signature, as PocketBase's `ParseUnverifiedJWT` reads
+/// them (an empty map for anything that is not a JWT).
+pub(crate) fn unverified_claims(token: &str) -> Map<String, Value> {
+    let mut parts = token.split('.');
+    let (Some(_), Some(p), Some(_), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Map::new();
+    };
+    B64.decode(p.trim_end_matches('='))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
+}
+
 /// Strip an optional, case-insensitive `Bearer ` prefix: one space, as PocketBase strips it
 /// (`Bearer  TOKEN` leaves ` TOKEN`, which is no token).
 pub(crate) fn from_header(value: &str) -> &str {

@@ -98,6 +98,34 @@ pub(crate) async fn auth_rule_allows(
     }
 }
 
+/// Whether the collection's `mfa.rule` asks `row` for a second method: an empty rule asks
+/// everyone; an expression asks the records it matches (read with the request's facts, the
+/// caller a guest as at sign-in). A rule that fails to compile asks too, the safer answer, as
+/// PocketBase answers it (it then refuses the sign-in).
+pub(crate) async fn mfa_rule_wants(
+    store: &Store,
+    c: &Arc<Collection>,
+    row: &crate::store::StoreRecord,
+) -> Result<bool> {
+    let rule = c
+        .auth_option("mfa")
+        .and_then(|m| m.get("rule"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    if rule.trim().is_empty() {
+        return Ok(true);
+    }
+    let empty = Map::new();
+    let access = Access::request(None, "POST", "", &(), &empty, None);
+    let sel = query::compile_rule(&store.schema(), c, &rule, access.info())?;
+    let id = c.stored_text(row, "id").to_owned();
+    let found = store
+        .read(|conn| store_records::get(conn, c, &id, Some(&sel)))
+        .await?;
+    Ok(found.is_some())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -522,6 +522,52 @@ pub(crate) fn update(
     conn.prepare_cached(&sql)?
         .execute(params.as_slice())
         .map_err(StoreError::classify)?;
+    if c.is_auth() {
+        // PocketBase's guards against hijacking: a new tokenKey ends the record's OTPs, a new
+        // password its MFA sessions and known sign-in origins.
+        let written = |name: &str| {
+            row.iter().any(|(i, v)| {
+                c.fields[*i].name == name && matches!(v, Stored::Text(t) if !t.is_empty())
+            })
+        };
+        if written("tokenKey") {
+            forget_refs(conn, &["_otps"], &c.id, id)?;
+        }
+        if written("password") {
+            forget_refs(conn, &["_mfas", "_authOrigins"], &c.id, id)?;
+        }
+    }
+    Ok(())
+}
+
+/// Delete the rows of `table` (`_otps`, `_mfas`) of auth collection `collection_id` created
+/// before `before` (a stored date): sessions past their duration. How many went.
+pub(crate) fn delete_expired_refs(
+    conn: Conn<'_>,
+    table: &str,
+    collection_id: &str,
+    before: &str,
+) -> Result<usize> {
+    let sql = format!(
+        "DELETE FROM {} WHERE `collectionRef` = ?1 AND `created` < ?2",
+        q(table)
+    );
+    Ok(conn
+        .0
+        .prepare_cached(&sql)?
+        .execute([collection_id, before])?)
+}
+
+/// Delete the rows of the system collections `tables` (`_otps`, `_mfas`, ...) that refer to
+/// record `id` of collection `collection_id`.
+fn forget_refs(conn: &Connection, tables: &[&str], collection_id: &str, id: &str) -> Result<()> {
+    for t in tables {
+        let sql = format!(
+            "DELETE FROM {} WHERE `collectionRef` = ?1 AND `recordRef` = ?2",
+            q(t)
+        );
+        conn.prepare_cached(&sql)?.execute([collection_id, id])?;
+    }
     Ok(())
 }
 
@@ -607,6 +653,16 @@ pub(crate) fn delete(
     }
     db.prepare_cached(&format!("DELETE FROM {} WHERE `id` = ?1", q(&c.name)))?
         .execute([id])?;
+    if c.is_auth() {
+        // The record's sessions, codes, linked identities and origins go with it, as in
+        // PocketBase.
+        forget_refs(
+            db,
+            &["_mfas", "_otps", "_externalAuths", "_authOrigins"],
+            &c.id,
+            id,
+        )?;
+    }
     Ok(())
 }
 
@@ -658,11 +714,134 @@ pub(crate) fn find_by(
     Ok(fetch(conn, c, &sql, &params)?.into_iter().next())
 }
 
+/// The auth record of `c` with this email, as PocketBase's `FindAuthRecordByEmail` finds it:
+/// without case when the collection's unique email index is `COLLATE NOCASE`, exactly otherwise.
+pub(crate) fn find_by_email(
+    conn: Conn<'_>,
+    c: &Collection,
+    email: &str,
+) -> Result<Option<StoreRecord>> {
+    let nocase = c.indexes.iter().any(|ix| {
+        let ix = ix.to_ascii_lowercase();
+        ix.contains("unique") && ix.contains("email") && ix.contains("collate nocase")
+    });
+    let cond = format!(
+        "{}.{} = ?{}",
+        q(&c.name),
+        q("email"),
+        if nocase { " COLLATE NOCASE" } else { "" }
+    );
+    let sql = select_sql(c, "", &cond, "");
+    let params: [&dyn ToSql; 3] = [&email, &1_i64, &0_i64];
+    Ok(fetch(conn.0, c, &sql, &params)?.into_iter().next())
+}
+
+/// Every record of `c` (a system collection like `_otps`) whose `collectionRef` and
+/// `recordRef` name `record_id` of `collection_id`, newest first.
+pub(crate) fn find_by_record_ref(
+    conn: Conn<'_>,
+    c: &Collection,
+    collection_id: &str,
+    record_id: &str,
+) -> Result<Vec<StoreRecord>> {
+    let cond = format!(
+        "{t}.{} = ? AND {t}.{} = ?",
+        q("collectionRef"),
+        q("recordRef"),
+        t = q(&c.name)
+    );
+    let order = format!("{}.{} DESC", q(&c.name), q("created"));
+    let sql = select_sql(c, "", &cond, &order);
+    let params: [&dyn ToSql; 4] = [&collection_id, &record_id, &1000_i64, &0_i64];
+    fetch(conn.0, c, &sql, &params)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::schema::SUPERUSERS_ID;
     use crate::store::{Store, StoreConfig};
+
+    #[test]
+    fn expired_sessions_of_one_collection_are_deleted_and_an_auth_delete_takes_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = StoreConfig {
+            cache_size_kib: 1000,
+            journal_size_limit: 1 << 20,
+            wal_autocheckpoint: 1_000,
+            busy_timeout_ms: 1000,
+            n_readers: 1,
+        };
+        let store = Store::open(dir.path(), &cfg).unwrap();
+        let schema = store.schema();
+        let users = schema.by_name("users").unwrap().clone();
+        let mfas = schema.by_name("_mfas").unwrap().clone();
+        let left = store
+            .write_blocking(move |conn| {
+                let conn = crate::store::Conn(conn);
+                let at = |c: &Collection, name: &str| {
+                    c.fields.iter().position(|f| f.name == name).unwrap()
+                };
+                let mfa = |id: &str, coll: &str, rec: &str, created: &str| {
+                    vec![
+                        (at(&mfas, "id"), Stored::Text(id.into())),
+                        (at(&mfas, "collectionRef"), Stored::Text(coll.into())),
+                        (at(&mfas, "recordRef"), Stored::Text(rec.into())),
+                        (at(&mfas, "method"), Stored::Text("password".into())),
+                        (at(&mfas, "created"), Stored::Text(created.into())),
+                    ]
+                };
+                insert(
+                    conn,
+                    &schema,
+                    &users,
+                    &[(at(&users, "id"), Stored::Text("u00000000000001".into()))],
+                )?;
+                insert(
+                    conn,
+                    &schema,
+                    &mfas,
+                    &mfa("m1", "_pb_users_auth_", "u1", "2026-01-01 09:00:00.000Z"),
+                )?;
+                insert(
+                    conn,
+                    &schema,
+                    &mfas,
+                    &mfa("m2", "_pb_users_auth_", "u1", "2026-01-01 11:00:00.000Z"),
+                )?;
+                insert(
+                    conn,
+                    &schema,
+                    &mfas,
+                    &mfa("m3", "other", "u1", "2026-01-01 09:00:00.000Z"),
+                )?;
+                insert(
+                    conn,
+                    &schema,
+                    &mfas,
+                    &mfa(
+                        "m4",
+                        "_pb_users_auth_",
+                        "u00000000000001",
+                        "2026-01-01 11:00:00.000Z",
+                    ),
+                )?;
+                let gone = delete_expired_refs(
+                    conn,
+                    "_mfas",
+                    "_pb_users_auth_",
+                    "2026-01-01 10:00:00.000Z",
+                )?;
+                delete(conn, &schema, &users, "u00000000000001", 0, None)?;
+                let ids = ["m1", "m2", "m3", "m4"]
+                    .into_iter()
+                    .filter(|id| get(conn, &mfas, id, None).unwrap().is_some())
+                    .collect::<Vec<_>>();
+                Ok((gone, ids))
+            })
+            .unwrap();
+        assert_eq!(left, (1, vec!["m2", "m3"]));
+    }
 
     #[test]
     fn an_auth_record_id_taken_by_another_auth_collection_is_refused_on_every_insert() {

@@ -187,7 +187,8 @@ impl Server {
         Server::start_bin_in(bin, dir, Duration::from_secs(20))
     }
 
-    fn start_bin_in(bin: &str, dir: TempDir, wait: Duration) -> Server {
+    /// `start_bin` on `<dir>` (a data dir another server left, say).
+    pub fn start_bin_in(bin: &str, dir: TempDir, wait: Duration) -> Server {
         let data = dir.path().join("pb_data");
         let st = command(bin, dir.path())
             .args(["superuser", "upsert", SU_EMAIL, SU_PASS, "--dir"])

@@ -8,6 +8,7 @@
 mod common;
 mod rng;
 
+mod authflows;
 mod batch;
 mod cache;
 mod compat;
