@@ -537,10 +537,11 @@ fn import_all(
     let mut saved: Vec<(Option<Collection>, Value, Collection)> = Vec::new();
     for (old, entry) in entries {
         let snapshot = Schema::new(current.clone());
-        let built = define::prepare(&entry, old.as_ref(), &snapshot).map_err(|e| match e {
-            DefineError::BadTypeData(w) | DefineError::BadFormat(w) => StoreError::Invalid(w),
-            DefineError::Invalid(d) => StoreError::Invalid(Value::Object(d).to_string()),
-        })?;
+        let built =
+            define::prepare_as(&entry, old.as_ref(), &snapshot, true).map_err(|e| match e {
+                DefineError::BadTypeData(w) | DefineError::BadFormat(w) => StoreError::Invalid(w),
+                DefineError::Invalid(d) => StoreError::Invalid(Value::Object(d).to_string()),
+            })?;
         let mut c = built.collection;
         if c.is_view() {
             c.fields = ddl::probe_view(tx, &snapshot, c.view_query())?.fields;

@@ -652,10 +652,14 @@ impl<'a> Writer<'a> {
         }
         // Every field is validated, as PocketBase validates the whole record on update (a field
         // made required since the record was written fails until it is set), except a password
-        // that is not changing: its value is the stored hash. Only changed fields are written.
+        // that is not changing and has a stored hash: its value is that hash. An empty one (the
+        // field added since) is validated as empty, so a required password fails until it is set.
+        // Only changed fields are written.
         let skip: Vec<usize> = (0..c.fields.len())
             .filter(|&i| {
-                c.fields[i].kind == crate::schema::FieldType::Password && !changed.contains(&i)
+                c.fields[i].kind == crate::schema::FieldType::Password
+                    && !changed.contains(&i)
+                    && draft.values[i].as_str().is_some_and(|h| !h.is_empty())
             })
             .collect();
         let checks = self.validate(c, &draft, &skip, MSG_UPDATE_FAILED).await?;

@@ -1628,7 +1628,12 @@ fn collections_api_matches_pocketbase() {
             *statuses.entry((case.op.to_owned(), a.status)).or_default() += 1;
             episode.push(format!("#{n} {} -> {}", clip(&case.text(), 600), a.status));
             if trace {
-                println!("episode {episodes}: {}", clip(&case.text(), 4000));
+                // Whole, unlike the report's lines: a replay needs every byte of the body.
+                let body = case.body.as_ref().map(Value::to_string).unwrap_or_default();
+                println!(
+                    "episode {episodes}: [{}] {} {} {body}",
+                    case.op, case.method, case.path
+                );
             }
             let coll_json = case
                 .coll
