@@ -517,11 +517,32 @@ fn import_all(
         let entry = import_entry(entry, existing.as_ref(), delete_missing);
         entries.push((existing, entry));
     }
+    // Every entry is decoded before anything is saved: a body PocketBase cannot unmarshal
+    // (an unknown field type, a value of the wrong JSON type) fails the import up front, the
+    // first such entry in the given order.
+    for (old, entry) in &entries {
+        if let Err(DefineError::BadTypeData(w) | DefineError::BadFormat(w)) =
+            define::prepare_as(entry, old.as_ref(), &start, true)
+        {
+            return Err(StoreError::Invalid(w));
+        }
+    }
+    // PocketBase's order: tables before views, then by `created` and `updated` (the entry's own
+    // when it gives them, else the existing collection's; a new one without them sorts first).
     let is_view = |(old, e): &(Option<Collection>, Value)| {
         e.get("type").and_then(Value::as_str) == Some("view")
             || (e.get("type").is_none() && old.as_ref().is_some_and(|o| o.is_view()))
     };
-    entries.sort_by_key(|x| is_view(x));
+    let stamp = |(old, e): &(Option<Collection>, Value), key: &str| -> String {
+        match e.get(key).and_then(Value::as_str) {
+            Some(given) => crate::schema::date::parse(given),
+            None => old.as_ref().map_or_else(String::new, |o| match key {
+                "created" => o.created.clone(),
+                _ => o.updated.clone(),
+            }),
+        }
+    };
+    entries.sort_by_cached_key(|x| (is_view(x), stamp(x, "created"), stamp(x, "updated")));
     if delete_missing {
         for c in start.collections.iter().filter(|c| !c.system) {
             let kept = entries.iter().any(|(old, e)| {

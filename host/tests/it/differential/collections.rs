@@ -1635,6 +1635,20 @@ fn collections_api_matches_pocketbase() {
                     case.op, case.method, case.path
                 );
             }
+            if case.op == "import" && a.status >= 400 {
+                // PocketBase bug: a refused import leaves its refused definitions in
+                // PocketBase's collection cache (the database is rolled back) until the next
+                // collection save; meanwhile record writes on those collections fail with
+                // "Failed to create record.". Ferrobase keeps the committed schema. An unchanged
+                // save of `users` on both sides reloads PocketBase's cache, so the episode goes
+                // on from what both committed.
+                let _ = pair.su_json("PATCH", "/api/collections/users", Some(&json!({})));
+                if trace {
+                    println!(
+                        "episode {episodes}: [cache reload] PATCH /api/collections/users {{}}"
+                    );
+                }
+            }
             let coll_json = case
                 .coll
                 .as_ref()
