@@ -15,6 +15,7 @@ use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 /// Content types PocketBase serves `inline`; every other is an `attachment`.
@@ -128,10 +129,14 @@ pub(crate) async fn download(
                 .map_err(|_| ApiError::not_found())?;
         }
     }
-    if c.is_view() {
-        // Serving a view's files needs the source record's folder; not built yet.
-        return Err(ApiError::not_found());
-    }
+    // A view's file lives in the folder of the record it came from.
+    let (c, id) = if c.is_view() {
+        read::view_file_origin(&state.store, &schema, &c, &field.name, &name)
+            .await
+            .map_err(|_| ApiError::not_found())?
+    } else {
+        (Arc::clone(&c), id)
+    };
     let download = q
         .get("download")
         .map(|v| match v {

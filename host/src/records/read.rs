@@ -133,6 +133,27 @@ pub(crate) async fn view(
         .ok_or(RecordError::NotFound)
 }
 
+/// The collection and record whose folder holds a view's file `name` of its file field
+/// `field`: the view's source collection (see `schema::view::file_source`) and the first of its
+/// records holding that file, as PocketBase looks it up.
+pub(crate) async fn view_file_origin(
+    store: &Store,
+    schema: &Schema,
+    view: &Collection,
+    field: &str,
+    name: &str,
+) -> Result<(Arc<Collection>, String)> {
+    let (source, original) =
+        crate::schema::view::file_source(schema, view, field).ok_or(RecordError::NotFound)?;
+    let multiple = source.field(&original).is_some_and(|f| f.is_multi());
+    let (c, name) = (Arc::clone(&source), name.to_owned());
+    let id = store
+        .read(move |conn| store_records::id_by_file(conn, &c, &original, &name, multiple))
+        .await?
+        .ok_or(RecordError::NotFound)?;
+    Ok((source, id))
+}
+
 /// A record just written, with the expansions its response asks for.
 pub(crate) async fn expand_written(
     store: &Store,

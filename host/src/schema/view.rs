@@ -9,7 +9,7 @@ use super::index::tokens_with;
 use super::{Collection, Field, Schema};
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 static JOIN_RE: LazyLock<regex::Regex> = LazyLock::new(|| {
     regex::Regex::new(r"(?im)\s+(full\s+outer\s+join|left\s+outer\s+join|right\s+outer\s+join|full\s+join|cross\s+join|inner\s+join|outer\s+join|left\s+join|right\s+join|join)\s+?").expect("static regex")
@@ -254,6 +254,47 @@ pub(crate) fn suggest(
         out.insert(alias, field(Value::Object(raw)));
     }
     Ok(out)
+}
+
+/// Where a view's file field takes its files from, as PocketBase finds it to serve them: the
+/// first collection that is not a view, following the query's columns from view to view (at
+/// most 5 levels), and that collection's field (by its own name).
+pub(crate) fn file_source(
+    schema: &Schema,
+    view: &Collection,
+    field: &str,
+) -> Option<(Arc<Collection>, String)> {
+    let (mut view, mut field) = (view.clone(), field.to_owned());
+    for _ in 0..5 {
+        let (columns, tables) = parse(view.view_query()).ok()?;
+        let mut by_alias: HashMap<&str, &Arc<Collection>> = HashMap::new();
+        for t in &tables {
+            if let Some(c) = schema.collections.iter().find(|c| c.name == t.original) {
+                by_alias.insert(t.alias.as_str(), c);
+            }
+        }
+        let main = tables.first().map(|t| t.alias.as_str()).unwrap_or_default();
+        let (coll, original) = columns.iter().find_map(|col| {
+            if col.alias != field {
+                return None;
+            }
+            let parts: Vec<&str> = col.original.split('.').collect();
+            let (name, coll) = match parts.as_slice() {
+                [alias, name] => (*name, by_alias.get(alias)?),
+                _ => (col.original.as_str(), by_alias.get(main)?),
+            };
+            let f = coll
+                .fields
+                .iter()
+                .find(|f| f.name.eq_ignore_ascii_case(name))?;
+            Some((Arc::clone(coll), f.name.clone()))
+        })?;
+        if !coll.is_view() {
+            return Some((coll, original));
+        }
+        (view, field) = ((*coll).clone(), original);
+    }
+    None
 }
 
 #[cfg(test)]

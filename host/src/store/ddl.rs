@@ -302,18 +302,21 @@ pub(crate) fn check_views(conn: Conn<'_>, schema: &Schema) -> Result<()> {
     Ok(())
 }
 
-/// Which other collection (by name) has a relation field pointing at `c`, if any.
+/// The other collections (their names, comma-separated) with a relation field pointing at `c`,
+/// if any: PocketBase names them all when it refuses to delete `c`.
 pub(crate) fn referenced_by(schema: &Schema, c: &Collection) -> Option<String> {
-    schema
+    let names: Vec<&str> = schema
         .collections
         .iter()
         .filter(|o| o.id != c.id)
-        .find(|o| {
+        .filter(|o| {
             o.fields
                 .iter()
                 .any(|f| f.kind == FieldType::Relation && f.opt_str("collectionId") == c.id)
         })
-        .map(|o| o.name.clone())
+        .map(|o| o.name.as_str())
+        .collect();
+    (!names.is_empty()).then(|| names.join(", "))
 }
 
 /// SQLite's refusal as PocketBase words it (its driver prints the code's description, the

@@ -714,6 +714,31 @@ pub(crate) fn find_by(
     Ok(fetch(conn, c, &sql, &params)?.into_iter().next())
 }
 
+/// The id of the first record of `c` whose file field `field` holds the file `name` (a view's
+/// files are served from the folder of the record they came from).
+pub(crate) fn id_by_file(
+    conn: Conn<'_>,
+    c: &Collection,
+    field: &str,
+    name: &str,
+    multiple: bool,
+) -> Result<Option<String>> {
+    let (t, f) = (q(&c.name), q(field));
+    let sql = if multiple {
+        format!(
+            "SELECT {t}.`id` FROM {t} INNER JOIN json_each(CASE WHEN json_valid({t}.{f}) THEN {t}.{f} ELSE json_array({t}.{f}) END) `__je_file` WHERE `__je_file`.`value` = ?1 LIMIT 1"
+        )
+    } else {
+        format!("SELECT {t}.`id` FROM {t} WHERE {t}.{f} = ?1 LIMIT 1")
+    };
+    let mut stmt = conn.0.prepare_cached(&sql)?;
+    let mut rows = stmt.query([name])?;
+    Ok(match rows.next()? {
+        Some(r) => Some(r.get(0)?),
+        None => None,
+    })
+}
+
 /// The auth record of `c` with this email, as PocketBase's `FindAuthRecordByEmail` finds it:
 /// without case when the collection's unique email index is `COLLATE NOCASE`, exactly otherwise.
 pub(crate) fn find_by_email(

@@ -300,6 +300,129 @@ fn uploads_are_named_stored_served_and_removed(s3: bool) {
 }
 
 /// A multipart batch: `@jsonPayload` with the requests, then the file parts as named.
+#[test]
+fn views_serve_the_files_of_their_source_records_as_the_reference_does() {
+    views_serve_source_files(false);
+}
+
+#[test]
+fn views_serve_the_files_of_their_source_records_on_s3_as_the_reference_does() {
+    views_serve_source_files(true);
+}
+
+/// A view's file is looked up by its name in the view's source collection (through views of
+/// views, under the column's own name there) and served from the folder of the first record
+/// holding it, whatever the view's record id is.
+fn views_serve_source_files(s3: bool) {
+    let Some(sides) = sides(s3) else {
+        return;
+    };
+    // (name, query, a sort that orders the records alike on both servers: not by random id)
+    let views = [
+        (
+            "v_plain",
+            "SELECT id, doc, pics AS attachments FROM docs",
+            "doc",
+        ),
+        (
+            "v_alias",
+            "SELECT d.id, d.doc AS thefile FROM docs d",
+            "thefile",
+        ),
+        ("v_newid", "SELECT (id || 'x') AS id, doc FROM docs", "doc"),
+        (
+            "v_nested",
+            "SELECT id, attachments AS deeper FROM v_plain",
+            "deeper",
+        ),
+    ];
+    let mut shapes: Vec<Vec<Value>> = vec![Vec::new(), Vec::new()];
+    for (n, side) in sides.iter().enumerate() {
+        let (s, su) = (&side.server, side.su.as_str());
+        let out = &mut shapes[n];
+        for (title, doc, pics) in [
+            ("one", "one.txt", ["p1.txt", "p2.txt"]),
+            ("two", "two.txt", ["p3.txt", "p4.txt"]),
+        ] {
+            let r = send(
+                s,
+                "POST",
+                "/api/collections/docs/records",
+                su,
+                multipart(
+                    &[("title", title)],
+                    &[
+                        ("doc", doc, format!("doc {title}").as_bytes()),
+                        ("pics", pics[0], format!("{title} first pic").as_bytes()),
+                        ("pics", pics[1], format!("{title} second pic").as_bytes()),
+                    ],
+                ),
+            );
+            assert_eq!(r.status, 200, "{}", r.json);
+        }
+        for (name, query, _) in views {
+            s.create_collection(
+                su,
+                json!({"name": name, "type": "view", "listRule": "", "viewRule": "",
+                    "viewQuery": query}),
+            );
+        }
+        for (name, _, sort) in views {
+            let r = s.req(
+                "GET",
+                &format!("/api/collections/{name}/records?sort={sort}"),
+                Some(su),
+                None,
+            );
+            assert_eq!(r.status, 200, "{}", r.json);
+            let items = r.json["items"].as_array().unwrap().clone();
+            assert_eq!(items.len(), 2, "{name}: {}", r.json);
+            for item in &items {
+                let id = item["id"].as_str().unwrap();
+                for (key, value) in item.as_object().unwrap() {
+                    let files: Vec<String> = match value {
+                        Value::String(f) if f.ends_with(".txt") => vec![f.clone()],
+                        Value::Array(a) => a
+                            .iter()
+                            .filter_map(|f| f.as_str().map(str::to_owned))
+                            .collect(),
+                        _ => continue,
+                    };
+                    for f in files {
+                        let g = fetch(s, &format!("/api/files/{name}/{id}/{f}"), &[]);
+                        out.push(json!([name, key, download_shape(&g)]));
+                    }
+                }
+            }
+            // A name the view record does not hold, and a record the view does not have.
+            let id = items[0]["id"].as_str().unwrap();
+            let other = items[1]
+                .as_object()
+                .unwrap()
+                .values()
+                .find_map(|v| match v {
+                    Value::String(f) if f.ends_with(".txt") => Some(f.clone()),
+                    Value::Array(a) => a.first().and_then(Value::as_str).map(str::to_owned),
+                    _ => None,
+                });
+            let other = other.expect("a file of the second record");
+            let g = fetch(s, &format!("/api/files/{name}/{id}/{other}"), &[]);
+            out.push(json!([name, "another record's file", g.status]));
+            let g = fetch(s, &format!("/api/files/{name}/nosuchrecord1/{other}"), &[]);
+            out.push(json!([name, "missing record", g.status]));
+        }
+    }
+    assert!(
+        shapes[0].iter().any(|s| s[2]["status"] == 200),
+        "the reference serves view files: {:#?}",
+        shapes[0]
+    );
+    assert_eq!(
+        shapes[0], shapes[1],
+        "reference (left) vs ferrobase (right)"
+    );
+}
+
 fn batch_body(requests: &Value, files: &[(&str, &str, &[u8])]) -> Vec<u8> {
     let payload = json!({ "requests": requests }).to_string();
     multipart(&[("@jsonPayload", &payload)], files)
