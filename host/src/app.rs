@@ -101,6 +101,7 @@ pub(crate) async fn serve(
     records
         .files
         .use_s3(api::settings::s3_config(&settings.current().s3));
+    let settings_live = Arc::clone(&settings);
     let state = Arc::new(AppState {
         store: Arc::clone(&store),
         settings,
@@ -120,6 +121,7 @@ pub(crate) async fn serve(
     });
     plugins.spawn_background();
     spawn_session_cleanup(Arc::clone(&store));
+    spawn_logs_cleanup(Arc::clone(&store), Arc::clone(&settings_live));
     let router = api::router(state);
     // Realtime streams never end by themselves: close them when the server stops, so the drain
     // does not wait its whole grace period for them.
@@ -133,6 +135,25 @@ pub(crate) async fn serve(
     let s = Arc::clone(&store);
     let _ = tokio::task::spawn_blocking(move || s.close()).await;
     Ok(())
+}
+
+/// At start and every 6 hours, as PocketBase's `__pbLogsCleanup__` job does: request-log rows
+/// older than `settings.logs.maxDays` are deleted.
+fn spawn_logs_cleanup(store: Arc<Store>, settings: Arc<crate::settings::Live>) {
+    tokio::spawn(async move {
+        let every = std::time::Duration::from_secs(6 * 3600);
+        let mut tick = tokio::time::interval(every);
+        loop {
+            tick.tick().await;
+            let max_days = settings.peek().logs.max_days;
+            if max_days <= 0 {
+                continue;
+            }
+            if let Err(e) = crate::logs::cleanup(Arc::clone(&store), max_days).await {
+                tracing::warn!(error = %e, "request logs cleanup failed");
+            }
+        }
+    });
 }
 
 /// Every hour, as PocketBase's `__pbOTPCleanup__` and `__pbMFACleanup__` jobs do: the `_otps`

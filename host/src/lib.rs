@@ -10,6 +10,7 @@ mod config;
 mod cron;
 mod files;
 mod http;
+mod logs;
 mod plugins;
 mod query;
 mod realtime;

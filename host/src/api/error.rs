@@ -153,10 +153,49 @@ impl IntoResponse for ApiError {
         if !self.status.is_server_error() {
             tracing::debug!(status = self.status.as_u16(), message = %self.message, "request refused");
         }
-        json_response(
+        let mut res = json_response(
             self.status,
             &json!({"data": self.data, "message": self.message, "status": self.status.as_u16()}),
-        )
+        );
+        res.extensions_mut().insert(Refused {
+            details: details(&self.data),
+            message: self.message,
+        });
+        res
+    }
+}
+
+/// What a refused request's log row says of it (`data.error`, `data.details`).
+#[derive(Clone)]
+pub(crate) struct Refused {
+    pub message: String,
+    pub details: Value,
+}
+
+/// The details PocketBase logs for validation data: each field's message as its validator
+/// words it (`cannot be blank`, not the API's `Cannot be blank.`); null without data.
+fn details(data: &Map<String, Value>) -> Value {
+    fn raw(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => match m.get("message").and_then(Value::as_str) {
+                Some(msg) if m.contains_key("code") => {
+                    let msg = msg.strip_suffix('.').unwrap_or(msg);
+                    let mut c = msg.chars();
+                    let lower: String = match c.next() {
+                        Some(f) => f.to_lowercase().chain(c).collect(),
+                        None => String::new(),
+                    };
+                    json!(lower)
+                }
+                _ => Value::Object(m.iter().map(|(k, v)| (k.clone(), raw(v))).collect()),
+            },
+            other => other.clone(),
+        }
+    }
+    if data.is_empty() {
+        Value::Null
+    } else {
+        raw(&Value::Object(data.clone()))
     }
 }
 

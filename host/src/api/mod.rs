@@ -11,6 +11,7 @@ pub(crate) mod error;
 mod extract;
 mod files;
 mod health;
+mod logs;
 mod plugin_routes;
 pub(crate) mod rate_limit;
 mod realtime;
@@ -233,6 +234,11 @@ async fn common_headers(
         .get(header::ACCESS_CONTROL_REQUEST_HEADERS)
         .cloned();
     let (method, uri) = (req.method().clone(), req.uri().clone());
+    let asked = if preflight {
+        None
+    } else {
+        logs::asked(&state, &req)
+    };
     // PocketBase lets its files be embedded: no X-Frame-Options on them.
     let file = uri.path().starts_with("/api/files/");
     let mut res = if preflight {
@@ -283,6 +289,9 @@ async fn common_headers(
         if let Some(v) = req_headers {
             h.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, v);
         }
+    }
+    if let Some(a) = asked {
+        logs::finished(&state, a, &res).await;
     }
     res
 }
@@ -405,6 +414,9 @@ pub(crate) fn router(state: Shared) -> Router {
         )
         .route("/api/settings/test/s3", post(settings::test_s3))
         .route("/api/settings/test/email", post(settings::test_email))
+        .route("/api/logs", get(logs::list).delete(logs::delete))
+        .route("/api/logs/stats", get(logs::stats))
+        .route("/api/logs/{id}", get(logs::view))
         .route("/api/crons", get(plugin_routes::crons_list))
         .route("/api/crons/{id}", post(plugin_routes::crons_run))
         .route("/api/plugins", get(plugin_routes::report))

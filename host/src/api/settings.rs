@@ -12,6 +12,7 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
+use std::sync::Arc;
 
 const MSG_SAVE_FAILED: &str = "An error occurred while saving the new settings.";
 
@@ -28,6 +29,7 @@ pub(crate) async fn update(
     let parsed = body::parse(&head.headers, body, state.cfg.http.body_bytes_max)
         .await
         .map_err(|e| e.answer(MSG_LOAD_FAILED, MSG_LOAD_FAILED))?;
+    let before = state.settings.current();
     let saved = state
         .settings
         .update(&state.store, &parsed.data)
@@ -43,6 +45,7 @@ pub(crate) async fn update(
             SettingsError::Store(s) => s.into(),
         })?;
     state.records.files.use_s3(s3_config(&saved.s3));
+    crate::logs::settings_changed(Arc::clone(&state.store), &before.logs, &saved.logs).await;
     Ok(ok_json(&saved.to_api()))
 }
 

@@ -6,6 +6,7 @@ mod bootstrap;
 pub(crate) mod changes;
 pub(crate) mod ddl;
 pub(crate) mod kv;
+pub(crate) mod logs;
 pub(crate) mod params;
 pub(crate) mod raw;
 pub(crate) mod records;
@@ -417,6 +418,8 @@ pub(crate) struct Store {
     changes: Arc<Changes>,
     /// The plugins' key/value store (`plugin_kv.db`); None when it could not be opened.
     kv: Option<kv::Kv>,
+    /// The request logs (`auxiliary.db`).
+    logs: logs::LogDb,
 }
 
 /// Apply the PRAGMAs every connection gets. Kept in one place so no connection is opened without them.
@@ -547,6 +550,7 @@ impl Store {
         let aux = open_writer(&dir.join("auxiliary.db"), cfg)?;
         bootstrap::ensure_aux(&aux)?;
         drop(aux);
+        let logs = logs::LogDb::open(&dir.join("auxiliary.db"), cfg)?;
         let schema = Schema::new(load_collections(&writer)?);
 
         let n = cfg.n_readers.max(1);
@@ -585,6 +589,7 @@ impl Store {
             reader_permits: Semaphore::new(n),
             schema: ArcSwap::from_pointee(schema),
             changes,
+            logs,
             kv: match kv::Kv::open(dir) {
                 Ok(k) => Some(k),
                 Err(e) => {
@@ -603,6 +608,11 @@ impl Store {
     /// The plugins' key/value store.
     pub(crate) fn kv(&self) -> Option<&kv::Kv> {
         self.kv.as_ref()
+    }
+
+    /// The request logs.
+    pub(crate) fn logs(&self) -> &logs::LogDb {
+        &self.logs
     }
 
     /// The current schema snapshot. Load once per request.
