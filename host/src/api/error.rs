@@ -172,13 +172,43 @@ pub(crate) struct Refused {
     pub details: Value,
 }
 
+/// Codes of the validation library PocketBase builds on, whose raw messages are lower case
+/// without a period (`cannot be blank`); the API sentences them (`Cannot be blank.`).
+/// PocketBase's own validators write sentences to begin with.
+const LIBRARY_CODES: &[&str] = &[
+    "validation_required",
+    "validation_nil_or_not_empty_required",
+    "validation_nil",
+    "validation_empty",
+    "validation_in_invalid",
+    "validation_not_in_invalid",
+    "validation_length_out_of_range",
+    "validation_length_too_long",
+    "validation_length_too_short",
+    "validation_length_empty_required",
+    "validation_length_invalid",
+    "validation_match_invalid",
+    "validation_min_greater_equal_than_required",
+    "validation_min_greater_than_required",
+    "validation_max_less_equal_than_required",
+    "validation_max_less_than_required",
+    "validation_multiple_of_invalid",
+    "validation_date_invalid",
+    "validation_date_out_of_range",
+];
+
 /// The details PocketBase logs for validation data: each field's message as its validator
-/// words it (`cannot be blank`, not the API's `Cannot be blank.`); null without data.
+/// words it (`cannot be blank` for the library's, not the API's `Cannot be blank.`); null
+/// without data.
 fn details(data: &Map<String, Value>) -> Value {
     fn raw(v: &Value) -> Value {
         match v {
             Value::Object(m) => match m.get("message").and_then(Value::as_str) {
                 Some(msg) if m.contains_key("code") => {
+                    let code = m.get("code").and_then(Value::as_str).unwrap_or("");
+                    if !LIBRARY_CODES.contains(&code) && !code.starts_with("validation_is_") {
+                        return json!(msg);
+                    }
                     let msg = msg.strip_suffix('.').unwrap_or(msg);
                     let mut c = msg.chars();
                     let lower: String = match c.next() {

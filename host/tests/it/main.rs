@@ -16,6 +16,7 @@ mod differential;
 mod files;
 mod fuzz_corpus;
 mod http;
+mod logs;
 mod plugins;
 mod query_snapshots;
 mod realtime;
