@@ -172,10 +172,8 @@ fn steps(seed: u64, n: usize) -> Vec<Step> {
             path,
             caller: r.below(3) as u8,
             body,
-            ua: ["Mozilla/5.0 (X11) test", "", "curl/8.0", "ünïcode-agent"][r.below(4) as usize]
-                .to_owned(),
-            referer: ["", "http://referer.test/page", "https://app.example/x?y=1"]
-                [r.below(3) as usize]
+            ua: ["Mozilla/5.0 (X11) test", "", "curl/8.0", "ünïcode-agent"][r.below(4)].to_owned(),
+            referer: ["", "http://referer.test/page", "https://app.example/x?y=1"][r.below(3)]
                 .to_owned(),
             settings,
         });
