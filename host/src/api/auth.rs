@@ -184,6 +184,15 @@ pub(super) async fn finish_auth(
     ))
 }
 
+/// The bcrypt cost of `c`'s password field (0: bcrypt's default), for the unknown-identity check.
+fn password_cost(c: &Collection) -> u32 {
+    c.fields
+        .iter()
+        .find(|f| f.name == "password")
+        .and_then(|f| u32::try_from(f.opt_i64("cost")).ok())
+        .unwrap_or(0)
+}
+
 pub(crate) async fn with_password(
     State(state): State<Shared>,
     Path(key): Path<String>,
@@ -278,13 +287,11 @@ pub(crate) async fn with_password(
         .await?;
     let fail = || ApiError::bad("Failed to authenticate.");
     let Some(row) = found else {
-        let _ = tokio::task::spawn_blocking(move || password::dummy_verify(&pass)).await;
+        password::check_unknown(pass, password_cost(&c)).await;
         return Err(fail());
     };
     let hash = c.stored_text(&row, "password").to_owned();
-    let ok = tokio::task::spawn_blocking(move || password::verify(&pass, &hash))
-        .await
-        .unwrap_or(false);
+    let ok = password::check(pass, hash).await;
     if !ok {
         return Err(fail());
     }

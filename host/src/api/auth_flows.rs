@@ -553,9 +553,7 @@ pub(crate) async fn confirm_email_change(
             .map(|(w, _)| c.stored_text(&w.record, "password").to_owned())
             .unwrap_or_default();
         let p = pass.clone();
-        let ok = tokio::task::spawn_blocking(move || password::verify(&p, &hash))
-            .await
-            .unwrap_or(false);
+        let ok = password::check(p, hash).await;
         if !ok {
             errors.insert(
                 "password".into(),
@@ -821,9 +819,7 @@ pub(crate) async fn with_otp(
         ));
     }
     let hash = otps.stored_text(&otp, "password").to_owned();
-    let ok = tokio::task::spawn_blocking(move || password::verify(&pass, &hash))
-        .await
-        .unwrap_or(false);
+    let ok = password::check(pass, hash).await;
     if !ok {
         return Err(bad());
     }
