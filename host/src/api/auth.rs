@@ -271,6 +271,16 @@ pub(crate) async fn with_password(
             identity_fields.retain(|f| f != "email");
         }
     }
+    // Brute-force protection: an identity or an address past its failures is refused before
+    // any password is looked at, so guessing stops telling right from wrong.
+    let ip = {
+        let settings = state.settings.peek();
+        super::client_ip(&settings, headers, &head.extensions)
+    };
+    let now = std::time::Instant::now();
+    if state.throttle.blocked(&c.id, &identity, &ip, now) {
+        return Err(super::error::too_many_requests());
+    }
     let found = state
         .store
         .read(|conn| {
@@ -288,11 +298,13 @@ pub(crate) async fn with_password(
     let fail = || ApiError::bad("Failed to authenticate.");
     let Some(row) = found else {
         password::check_unknown(pass, password_cost(&c)).await;
+        state.throttle.failed(&c.id, &identity, &ip, now);
         return Err(fail());
     };
     let hash = c.stored_text(&row, "password").to_owned();
     let ok = password::check(pass, hash).await;
     if !ok {
+        state.throttle.failed(&c.id, &identity, &ip, now);
         return Err(fail());
     }
     finish_auth(&state, &head, &c, row, "password", &data, &fields, None).await

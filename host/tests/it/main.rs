@@ -10,6 +10,7 @@ mod rng;
 
 mod authflows;
 mod batch;
+mod bruteforce;
 mod cache;
 mod compat;
 mod differential;
