@@ -17,6 +17,7 @@ mod differential;
 mod files;
 mod fuzz_corpus;
 mod http;
+mod manage;
 mod plugins;
 mod query_snapshots;
 mod realtime;

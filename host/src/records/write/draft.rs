@@ -287,6 +287,22 @@ pub(super) fn to_row(
         .map(|(i, f)| (i, value::to_stored(f, &draft.values[i])))
         .collect()
 }
+/// A new record as a rule sees it before it is written (PocketBase's dummy record): every
+/// field's stored value, `verified` false whatever the body says.
+pub(super) fn would_be_row(c: &Collection, draft: &Draft) -> Vec<Stored> {
+    c.fields
+        .iter()
+        .zip(&draft.values)
+        .map(|(f, v)| {
+            if c.is_auth() && f.name == "verified" {
+                value::to_stored(f, &json!(false))
+            } else {
+                value::to_stored(f, v)
+            }
+        })
+        .collect()
+}
+
 /// Apply a before-hook's patch to the draft (coerced like body input). The id, autodates and
 /// auth secrets stay the server's.
 pub(super) fn apply_patch(
