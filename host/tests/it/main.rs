@@ -26,3 +26,4 @@ mod security;
 mod settings;
 mod thumbs;
 mod tidy;
+mod tokens;
