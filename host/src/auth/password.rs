@@ -121,7 +121,7 @@ mod tests {
             t.await.unwrap().unwrap();
         }
         let peak = PEAK.load(Ordering::SeqCst);
-        assert!(peak >= 1 && peak <= cpus, "peak {peak} with {cpus} cpus");
+        assert!((1..=cpus).contains(&peak), "peak {peak} with {cpus} cpus");
     }
 
     #[tokio::test]
