@@ -117,6 +117,7 @@ pub(crate) async fn serve(
         records,
         outbox: crate::auth::mail::Outbox::start(),
         otp_attempts: Default::default(),
+        throttle: crate::auth::limits::Throttle::new(cfg.auth.clone()),
         mail_cooldowns: Default::default(),
     });
     plugins.spawn_background();

@@ -14,6 +14,7 @@ pub(crate) struct Config {
     pub log: LogConfig,
     pub plugins: PluginsConfig,
     pub realtime: RealtimeConfig,
+    pub auth: AuthConfig,
     /// The file this came from, when there was one (watched for plugin sections).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -164,6 +165,33 @@ impl Default for RealtimeConfig {
             max_subscriptions: 1000,
             idle_timeout_ms: 300_000,
             max_age_ms: 1_800_000,
+        }
+    }
+}
+
+/// `[auth]`: brute-force protection, on whatever `settings.rateLimits` says.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct AuthConfig {
+    /// Failed sign-ins (wrong password, wrong OTP) for one identity of one collection per
+    /// window before its sign-ins are answered 429 (0 = no limit).
+    pub failures_per_identity: u32,
+    /// Failed sign-ins from one client address per window (0 = no limit).
+    pub failures_per_ip: u32,
+    /// Verification, password-reset and OTP mails asked for by one client address per window
+    /// (0 = no limit).
+    pub mail_requests_per_ip: u32,
+    /// The length of the windows above.
+    pub window_ms: u64,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self {
+            failures_per_identity: 20,
+            failures_per_ip: 100,
+            mail_requests_per_ip: 100,
+            window_ms: 300_000,
         }
     }
 }
@@ -369,6 +397,21 @@ mod tests {
             (dp.max_instances, dp.max_calls_per_instance)
         );
         assert!(p.each.is_empty(), "the example sections are comments");
+        let (a, da) = (&shipped.auth, &d.auth);
+        assert_eq!(
+            (
+                a.failures_per_identity,
+                a.failures_per_ip,
+                a.mail_requests_per_ip,
+                a.window_ms
+            ),
+            (
+                da.failures_per_identity,
+                da.failures_per_ip,
+                da.mail_requests_per_ip,
+                da.window_ms
+            )
+        );
     }
 
     #[test]

@@ -184,6 +184,15 @@ pub(super) async fn finish_auth(
     ))
 }
 
+/// The bcrypt cost of `c`'s password field (0: bcrypt's default), for the unknown-identity check.
+fn password_cost(c: &Collection) -> u32 {
+    c.fields
+        .iter()
+        .find(|f| f.name == "password")
+        .and_then(|f| u32::try_from(f.opt_i64("cost")).ok())
+        .unwrap_or(0)
+}
+
 pub(crate) async fn with_password(
     State(state): State<Shared>,
     Path(key): Path<String>,
@@ -262,6 +271,16 @@ pub(crate) async fn with_password(
             identity_fields.retain(|f| f != "email");
         }
     }
+    // Brute-force protection: an identity or an address past its failures is refused before
+    // any password is looked at, so guessing stops telling right from wrong.
+    let ip = {
+        let settings = state.settings.peek();
+        super::client_ip(&settings, headers, &head.extensions)
+    };
+    let now = std::time::Instant::now();
+    if state.throttle.blocked(&c.id, &identity, &ip, now) {
+        return Err(super::error::too_many_requests());
+    }
     let found = state
         .store
         .read(|conn| {
@@ -278,14 +297,14 @@ pub(crate) async fn with_password(
         .await?;
     let fail = || ApiError::bad("Failed to authenticate.");
     let Some(row) = found else {
-        let _ = tokio::task::spawn_blocking(move || password::dummy_verify(&pass)).await;
+        password::check_unknown(pass, password_cost(&c)).await;
+        state.throttle.failed(&c.id, &identity, &ip, now);
         return Err(fail());
     };
     let hash = c.stored_text(&row, "password").to_owned();
-    let ok = tokio::task::spawn_blocking(move || password::verify(&pass, &hash))
-        .await
-        .unwrap_or(false);
+    let ok = password::check(pass, hash).await;
     if !ok {
+        state.throttle.failed(&c.id, &identity, &ip, now);
         return Err(fail());
     }
     finish_auth(&state, &head, &c, row, "password", &data, &fields, None).await

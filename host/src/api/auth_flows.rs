@@ -36,6 +36,25 @@ const MSG_BAD_OTP: &str = "Invalid or expired OTP.";
 const MSG_OTP_OFF: &str = "The collection is not configured to allow OTP authentication.";
 const MSG_PASSWORD_OFF: &str = "The collection is not configured to allow password authentication.";
 
+/// The client's address as PocketBase reads it (`trustedProxy` applies).
+fn client_ip(state: &Shared, head: &Parts) -> String {
+    let settings = state.settings.peek();
+    super::client_ip(&settings, &head.headers, &head.extensions)
+}
+
+/// Brute-force protection of the mails: one more asked for from this client, refused past the
+/// limit of its window (pb.toml `[auth] mail_requests_per_ip`).
+fn count_mail_request(state: &Shared, head: &Parts) -> ApiResult<()> {
+    if state
+        .throttle
+        .mail_request(&client_ip(state, head), Instant::now())
+    {
+        Ok(())
+    } else {
+        Err(super::error::too_many_requests())
+    }
+}
+
 fn no_content() -> Response {
     StatusCode::NO_CONTENT.into_response()
 }
@@ -194,6 +213,7 @@ pub(crate) async fn request_verification(
     if let Some(e) = email_error(&email) {
         return Err(invalid_one("email", e));
     }
+    count_mail_request(&state, &head)?;
     // Unknown emails, verified records and repeated requests all answer the same 204.
     let Some(row) = find_by_email(&state, &c, &email).await? else {
         return Ok(no_content());
@@ -332,6 +352,7 @@ pub(crate) async fn request_password_reset(
     if let Some(e) = email_error(&email) {
         return Err(invalid_one("email", e));
     }
+    count_mail_request(&state, &head)?;
     let Some(row) = find_by_email(&state, &c, &email).await? else {
         return Ok(no_content());
     };
@@ -553,9 +574,7 @@ pub(crate) async fn confirm_email_change(
             .map(|(w, _)| c.stored_text(&w.record, "password").to_owned())
             .unwrap_or_default();
         let p = pass.clone();
-        let ok = tokio::task::spawn_blocking(move || password::verify(&p, &hash))
-            .await
-            .unwrap_or(false);
+        let ok = password::check(p, hash).await;
         if !ok {
             errors.insert(
                 "password".into(),
@@ -673,6 +692,7 @@ pub(crate) async fn request_otp(
     if let Some(e) = email_error(&email) {
         return Err(invalid_one("email", e));
     }
+    count_mail_request(&state, &head)?;
     let Some(row) = find_by_email(&state, &c, &email).await? else {
         // The same answer as for a known email, with an id that names nothing.
         return Ok(super::ok_json(
@@ -776,7 +796,18 @@ pub(crate) async fn with_otp(
     if !errors.is_empty() {
         return Err(invalid(errors));
     }
-    let bad = || ApiError::bad(MSG_BAD_OTP);
+    // Brute-force protection: failed codes count per OTP and per client address, and either
+    // past its limit is refused before the code is looked at.
+    let ip = client_ip(&state, &head);
+    let identity = format!("otp:{otp_id}");
+    let now = Instant::now();
+    if state.throttle.blocked(&c.id, &identity, &ip, now) {
+        return Err(super::error::too_many_requests());
+    }
+    let bad = || {
+        state.throttle.failed(&c.id, &identity, &ip, now);
+        ApiError::bad(MSG_BAD_OTP)
+    };
     let otps = otp_collection(&state)?;
     let o2 = Arc::clone(&otps);
     let oid = otp_id.clone();
@@ -805,10 +836,6 @@ pub(crate) async fn with_otp(
         .ok_or_else(bad)?;
     let rid = c.stored_text(&row, "id").to_owned();
     // Codes are short: a few tries per record and client, then a new code is needed.
-    let ip = {
-        let settings = state.settings.peek();
-        super::client_ip(&settings, &head.headers, &head.extensions)
-    };
     if !state.otp_attempts.hit(
         &format!("{rid}\u{0}{ip}"),
         OTP_ATTEMPTS,
@@ -821,9 +848,7 @@ pub(crate) async fn with_otp(
         ));
     }
     let hash = otps.stored_text(&otp, "password").to_owned();
-    let ok = tokio::task::spawn_blocking(move || password::verify(&pass, &hash))
-        .await
-        .unwrap_or(false);
+    let ok = password::check(pass, hash).await;
     if !ok {
         return Err(bad());
     }

@@ -503,6 +503,7 @@ pub(crate) async fn batch(State(state): State<Shared>, request: Request) -> ApiR
                     ip.as_deref(),
                 )
                 .in_context("batch");
+                let access = access.with_body(&item.body);
                 written_json(&state, &c, saved, &access, &f.query, &fields).await?
             }
         };

@@ -72,6 +72,11 @@ impl ApiError {
     }
 }
 
+/// PocketBase's rate limiter's answer; the brute-force protection answers with it too.
+pub(crate) fn too_many_requests() -> ApiError {
+    ApiError::new(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests.")
+}
+
 impl From<QueryError> for ApiError {
     fn from(e: QueryError) -> Self {
         tracing::debug!(error = %e, "query refused");

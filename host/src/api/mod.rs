@@ -49,6 +49,8 @@ pub(crate) struct AppState {
     pub outbox: Arc<crate::auth::mail::Outbox>,
     /// Wrong OTP codes per record and client.
     pub otp_attempts: crate::auth::limits::Windows,
+    /// Brute-force protection (pb.toml `[auth]`): failed sign-ins, mails asked for.
+    pub throttle: crate::auth::limits::Throttle,
     /// The pause after a verification or password-reset mail to a record.
     pub mail_cooldowns: crate::auth::limits::Cooldowns,
 }

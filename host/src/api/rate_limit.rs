@@ -8,7 +8,7 @@ use super::error::ApiError;
 use super::{AppState, Caller, caller, client_ip};
 use crate::schema::Collection;
 use crate::settings::{RateLimitRule, RateLimits, Settings, ip_in_list};
-use axum::http::{Extensions, HeaderMap, StatusCode};
+use axum::http::{Extensions, HeaderMap};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -132,7 +132,7 @@ fn find_rule<'a>(
 }
 
 fn too_many() -> ApiError {
-    ApiError::new(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests.")
+    super::error::too_many_requests()
 }
 
 /// What one check needs to know of the request.

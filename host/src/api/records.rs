@@ -450,7 +450,15 @@ pub(crate) async fn create(
     let saved = Writer::new(&state.records, &access)
         .create_with(&w.c, &w.data, w.uploads, &w.not_utf8)
         .await?;
-    respond_written(&state, &w.c, saved, &access, &w.q, &w.fields).await
+    respond_written(
+        &state,
+        &w.c,
+        saved,
+        &access.with_body(&w.data),
+        &w.q,
+        &w.fields,
+    )
+    .await
 }
 
 pub(crate) async fn update(
@@ -465,7 +473,15 @@ pub(crate) async fn update(
     let saved = Writer::new(&state.records, &access)
         .update_with(&w.c, id, &w.data, w.uploads, &w.not_utf8)
         .await?;
-    respond_written(&state, &w.c, saved, &access, &w.q, &w.fields).await
+    respond_written(
+        &state,
+        &w.c,
+        saved,
+        &access.with_body(&w.data),
+        &w.q,
+        &w.fields,
+    )
+    .await
 }
 
 /// A create or update response: the saved record, expanded as asked, then `fields`.
@@ -479,8 +495,8 @@ async fn respond_written(
 ) -> ApiResult<Response> {
     let schema = state.store.schema();
     let expand = read::expanding(&schema, access, q.get("expand").and_then(Value::as_str));
+    let view = read::viewer_for_written(&state.store, c, access, &saved).await;
     let (row, expanded) = read::expand_written(&state.store, c, saved, expand).await?;
-    let view = access.viewer();
     if fields.is_none() && expanded.is_none() {
         let mut out = Vec::with_capacity(512);
         write_record(&mut out, c, &key_order(c), row, &view);
@@ -500,8 +516,9 @@ pub(crate) async fn written_json(
 ) -> ApiResult<Value> {
     let schema = state.store.schema();
     let expand = read::expanding(&schema, access, q.get("expand").and_then(Value::as_str));
+    let view = read::viewer_for_written(&state.store, c, access, &saved).await;
     let (row, expanded) = read::expand_written(&state.store, c, saved, expand).await?;
-    Ok(shape(c, row, &access.viewer(), fields, expanded))
+    Ok(shape(c, row, &view, fields, expanded))
 }
 
 pub(crate) async fn delete(

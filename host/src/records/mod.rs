@@ -15,7 +15,9 @@ pub(crate) mod watch;
 mod write;
 
 pub(crate) use access::{Access, Caller, RequestHeaders};
-pub(crate) use rules::{Action, Gate, auth_rule_allows, condition, gate, mfa_rule_wants};
+pub(crate) use rules::{
+    Action, Gate, auth_rule_allows, condition, gate, manage_rule, manage_rule_text, mfa_rule_wants,
+};
 pub(crate) use write::Writer;
 
 use crate::plugins::{Plugins, Rejection};

@@ -173,3 +173,33 @@ pub(crate) async fn expand_written(
         .await?
         .ok_or(RecordError::NotFound)
 }
+
+/// Who sees a record just written: the caller, plus its email when the auth collection's
+/// `manageRule` holds for the stored record (PocketBase checks it when it shapes the answer,
+/// for any caller, guests included: a rule that reads only `@request.body` can hold for one).
+/// `access` carries the write's body.
+pub(crate) async fn viewer_for_written(
+    store: &Store,
+    c: &Collection,
+    access: &Access<'_>,
+    row: &StoreRecord,
+) -> super::json::Viewer {
+    let mut viewer = access.viewer();
+    if viewer.superuser {
+        return viewer;
+    }
+    let Some(rule) = super::manage_rule_text(c) else {
+        return viewer;
+    };
+    let Ok(sel) = query::compile_rule(&store.schema(), c, rule, access.info()) else {
+        return viewer;
+    };
+    let id = c.stored_text(row, "id").to_owned();
+    viewer.owner_view = matches!(
+        store
+            .read(|conn| store_records::get(conn, c, &id, Some(&sel)))
+            .await,
+        Ok(Some(_))
+    );
+    viewer
+}

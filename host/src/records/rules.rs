@@ -63,6 +63,29 @@ pub(crate) fn condition(
     }
 }
 
+/// The auth collection's `manageRule` when it may grant this caller manager access (PocketBase's
+/// `hasAuthManageAccess`): only an auth collection's, only a signed-in caller who is not a
+/// superuser (superusers have it already), and never from a `null` or `""` rule (neither is
+/// "everyone": both leave managing to superusers). The rule is then checked against the record
+/// the write is about.
+pub(crate) fn manage_rule<'c>(c: &'c Collection, access: &Access<'_>) -> Option<&'c str> {
+    if access.who.is_none() || access.is_superuser() {
+        return None;
+    }
+    manage_rule_text(c)
+}
+
+/// The auth collection's `manageRule` when it is an expression (not `null`, not blank).
+pub(crate) fn manage_rule_text(c: &Collection) -> Option<&str> {
+    if !c.is_auth() {
+        return None;
+    }
+    match c.auth_option("manageRule") {
+        Some(Value::String(r)) if !r.trim().is_empty() => Some(r.as_str()),
+        _ => None,
+    }
+}
+
 /// The auth collection's `authRule` for the record about to authenticate: unset or `""` lets
 /// it in, `null` keeps everyone out, an expression must hold for the record (with the record
 /// itself as `@request.auth`).

@@ -266,13 +266,10 @@ pub(super) fn unhashable_password(c: &Collection, data: &Map<String, Value>) -> 
 pub(super) async fn hash_passwords(c: &Collection, draft: &mut Draft) -> Result<()> {
     for (i, plain) in std::mem::take(&mut draft.passwords) {
         let cost = u32::try_from(c.fields[i].opt_i64("cost")).unwrap_or(0);
-        let h = tokio::task::spawn_blocking(move || password::hash(&plain, cost))
-            .await
-            .map_err(|e| RecordError::Internal(format!("password hashing: {e}")))?
-            .map_err(|e| {
-                tracing::error!(error = %e, "password hashing failed");
-                RecordError::Internal(format!("password hashing: {e}"))
-            })?;
+        let h = password::hash_off(plain, cost).await.map_err(|e| {
+            tracing::error!(error = %e, "password hashing failed");
+            RecordError::Internal(format!("password hashing: {e}"))
+        })?;
         draft.values[i] = json!(h);
     }
     Ok(())
@@ -290,6 +287,22 @@ pub(super) fn to_row(
         .map(|(i, f)| (i, value::to_stored(f, &draft.values[i])))
         .collect()
 }
+/// A new record as a rule sees it before it is written (PocketBase's dummy record): every
+/// field's stored value, `verified` false whatever the body says.
+pub(super) fn would_be_row(c: &Collection, draft: &Draft) -> Vec<Stored> {
+    c.fields
+        .iter()
+        .zip(&draft.values)
+        .map(|(f, v)| {
+            if c.is_auth() && f.name == "verified" {
+                value::to_stored(f, &json!(false))
+            } else {
+                value::to_stored(f, v)
+            }
+        })
+        .collect()
+}
+
 /// Apply a before-hook's patch to the draft (coerced like body input). The id, autodates and
 /// auth secrets stay the server's.
 pub(super) fn apply_patch(
@@ -510,9 +523,7 @@ pub(super) async fn auth_update_checks(
             );
         } else {
             let hash = before[pi].as_str().unwrap_or("").to_owned();
-            let ok = tokio::task::spawn_blocking(move || password::verify(&old, &hash))
-                .await
-                .unwrap_or(false);
+            let ok = password::check(old, hash).await;
             if !ok {
                 errors.insert(
                     "oldPassword".into(),

@@ -242,6 +242,40 @@ impl<'a> Writer<'a> {
         })
     }
 
+    /// Whether this caller manages the record (the auth collection's `manageRule`, see
+    /// [`super::manage_rule`]): `stored` names an existing record (an update), otherwise `row` is
+    /// the would-be record of a create, checked in place of the table as PocketBase checks its
+    /// dummy record (with `verified` false, so a rule that reads it cannot be satisfied by the
+    /// very value it guards). A rule that does not compile, or a failed read, grants nothing.
+    async fn manages(
+        &self,
+        c: &Arc<Collection>,
+        access: &Access<'_>,
+        stored: Option<&str>,
+        row: Vec<Stored>,
+    ) -> bool {
+        let Some(rule) = super::manage_rule(c, access) else {
+            return false;
+        };
+        let schema = self.records.store.schema();
+        if let Some(id) = stored {
+            let Ok(sel) = crate::query::compile_rule(&schema, c, rule, access.info()) else {
+                return false;
+            };
+            return matches!(self.find(c, id, Some(&sel)).await, Ok(Some(_)));
+        }
+        let standin = Arc::new(super::watch::event_collection(c));
+        let Ok(sel) = crate::query::compile_rule(&schema, &standin, rule, access.info()) else {
+            return false;
+        };
+        let check = move |conn: Conn<'_>| store_records::row_matches(conn, &standin, &row, &sel);
+        let found = match self.tx {
+            None => self.records.store.read(check).await,
+            Some(tx) => tx.run(check).await,
+        };
+        found.unwrap_or(false)
+    }
+
     /// Relation ids of `checks` that do not exist, as this writer sees them.
     async fn missing(&self, checks: RelationChecks) -> Vec<String> {
         let found = match self.tx {
@@ -489,7 +523,18 @@ impl<'a> Writer<'a> {
         }
         let pending = draft::attach_uploads(c, &mut draft, data, uploads);
         let skip = if c.is_auth() {
-            draft::auth_create_checks(c, superuser, data, &mut draft)?
+            // A manager may create a record already verified, as a superuser may.
+            let manager = !superuser
+                && c.rules.create.is_some()
+                && self
+                    .manages(
+                        c,
+                        &self.access.with_body(data),
+                        None,
+                        draft::would_be_row(c, &draft),
+                    )
+                    .await;
+            draft::auth_create_checks(c, superuser || manager, data, &mut draft)?
         } else {
             Vec::new()
         };
@@ -636,9 +681,15 @@ impl<'a> Writer<'a> {
             }
         }
         if c.is_auth() {
+            // A manager changes email, verified and the password (without the old one) as a
+            // superuser does.
+            let manager = !superuser
+                && self
+                    .manages(c, &with_body, Some(id.as_str()), Vec::new())
+                    .await;
             draft::auth_update_checks(
                 c,
-                superuser,
+                superuser || manager,
                 data,
                 &mut draft,
                 &before,
