@@ -257,7 +257,7 @@ async fn parse_into(
         // else refused.
         for v in payloads {
             match parse_json_body(v.as_bytes()) {
-                Ok(Value::Object(m)) => data.extend(m),
+                Ok(Value::Object(m)) => merge_payload(&mut data, m)?,
                 _ => return Err(BindError::Malformed),
             }
         }
@@ -371,11 +371,7 @@ where
     }
     for text in payloads {
         match parse_json_body(text.as_bytes()) {
-            Ok(Value::Object(m)) => {
-                for (k, v) in m {
-                    data.insert(k, v);
-                }
-            }
+            Ok(Value::Object(m)) => merge_payload(&mut data, m)?,
             _ => return Err(BindError::Malformed),
         }
     }
@@ -384,6 +380,34 @@ where
         files,
         not_utf8,
     })
+}
+
+/// `@jsonPayload`'s keys over the plain values, as PocketBase decodes the payload into the values
+/// already read: a key a plain part also gave takes the payload's value only when it is null or
+/// of the same JSON kind (a string over a string, a number over a number...); any other
+/// pairing (a bool over a text part, a string over a repeated part) refuses the whole body.
+fn merge_payload(
+    data: &mut Map<String, Value>,
+    payload: Map<String, Value>,
+) -> Result<(), BindError> {
+    for (k, v) in payload {
+        if let Some(old) = data.get(&k) {
+            let same = matches!(
+                (old, &v),
+                (_, Value::Null)
+                    | (Value::String(_), Value::String(_))
+                    | (Value::Number(_), Value::Number(_))
+                    | (Value::Bool(_), Value::Bool(_))
+                    | (Value::Array(_), Value::Array(_))
+                    | (Value::Object(_), Value::Object(_))
+            );
+            if !same {
+                return Err(BindError::Malformed);
+            }
+        }
+        data.insert(k, v);
+    }
+    Ok(())
 }
 
 /// A part's file name as Go's multipart reader gives it: its last `/`-separated segment (a
@@ -443,6 +467,34 @@ mod tests {
         assert_eq!(p.data["nick"], "from payload");
         assert_eq!(p.data["n"], 1);
         assert_eq!(p.data["age"], 7);
+    }
+
+    #[test]
+    fn a_payload_key_over_a_plain_value_of_another_kind_refuses_the_body() {
+        use serde_json::json;
+        let merged = |plain: Value, payload: Value| {
+            let mut data = Map::new();
+            data.insert("t".into(), plain);
+            let Value::Object(m) = json!({"t": payload}) else {
+                unreachable!()
+            };
+            merge_payload(&mut data, m).map(|()| data["t"].clone())
+        };
+        // As the reference answers (checked on the 0.40.6 binary).
+        assert_eq!(merged(json!("plain"), json!("ok")).ok(), Some(json!("ok")));
+        assert_eq!(merged(json!(1), json!(2)).ok(), Some(json!(2)));
+        assert_eq!(merged(json!(true), json!(false)).ok(), Some(json!(false)));
+        assert_eq!(merged(json!("plain"), Value::Null).ok(), Some(Value::Null));
+        for (plain, payload) in [
+            (json!("plain"), json!(true)),
+            (json!("plain"), json!(1)),
+            (json!("plain"), json!(["x"])),
+            (json!("plain"), json!({"a": 1})),
+            (json!(""), json!(1.5)),
+            (json!(["a", "b"]), json!("s")),
+        ] {
+            assert!(merged(plain, payload).is_err());
+        }
     }
 
     #[tokio::test]
