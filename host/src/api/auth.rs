@@ -273,10 +273,7 @@ pub(crate) async fn with_password(
     }
     // Brute-force protection: an identity or an address past its failures is refused before
     // any password is looked at, so guessing stops telling right from wrong.
-    let ip = {
-        let settings = state.settings.peek();
-        super::client_ip(&settings, headers, &head.extensions)
-    };
+    let ip = super::request_ip(&state, &head);
     let now = std::time::Instant::now();
     if state.throttle.blocked(&c.id, &identity, &ip, now) {
         return Err(super::error::too_many_requests());

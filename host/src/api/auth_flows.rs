@@ -36,18 +36,12 @@ const MSG_BAD_OTP: &str = "Invalid or expired OTP.";
 const MSG_OTP_OFF: &str = "The collection is not configured to allow OTP authentication.";
 const MSG_PASSWORD_OFF: &str = "The collection is not configured to allow password authentication.";
 
-/// The client's address as PocketBase reads it (`trustedProxy` applies).
-fn client_ip(state: &Shared, head: &Parts) -> String {
-    let settings = state.settings.peek();
-    super::client_ip(&settings, &head.headers, &head.extensions)
-}
-
 /// Brute-force protection of the mails: one more asked for from this client, refused past the
 /// limit of its window (pb.toml `[auth] mail_requests_per_ip`).
 fn count_mail_request(state: &Shared, head: &Parts) -> ApiResult<()> {
     if state
         .throttle
-        .mail_request(&client_ip(state, head), Instant::now())
+        .mail_request(&super::request_ip(state, head), Instant::now())
     {
         Ok(())
     } else {
@@ -798,7 +792,7 @@ pub(crate) async fn with_otp(
     }
     // Brute-force protection: failed codes count per OTP and per client address, and either
     // past its limit is refused before the code is looked at.
-    let ip = client_ip(&state, &head);
+    let ip = super::request_ip(&state, &head);
     let identity = format!("otp:{otp_id}");
     let now = Instant::now();
     if state.throttle.blocked(&c.id, &identity, &ip, now) {

@@ -98,12 +98,10 @@ pub(crate) fn asked(state: &Shared, req: &axum::extract::Request) -> Option<Aske
             .unwrap_or_default()
     };
     let (user_ip, remote_ip) = if settings.logs.log_ip {
-        let remote = req
-            .extensions()
-            .get::<crate::http::Peer>()
-            .map(|crate::http::Peer(a)| super::expanded(a.ip()))
-            .unwrap_or_default();
-        (super::client_ip(&settings, h, req.extensions()), remote)
+        (
+            super::client_ip(&settings, h, req.extensions()),
+            super::peer_ip(req.extensions()),
+        )
     } else {
         (String::new(), String::new())
     };

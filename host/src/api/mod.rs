@@ -194,10 +194,20 @@ pub(crate) fn client_ip(
             return expanded(ip);
         }
     }
+    peer_ip(extensions)
+}
+
+/// The socket peer's address (PocketBase's `RemoteIP`), "" when the connection has none.
+pub(crate) fn peer_ip(extensions: &axum::http::Extensions) -> String {
     extensions
         .get::<crate::http::Peer>()
         .map(|crate::http::Peer(a)| expanded(a.ip()))
         .unwrap_or_default()
+}
+
+/// [`client_ip`] of a request's head under the settings in effect.
+pub(crate) fn request_ip(state: &AppState, head: &axum::http::request::Parts) -> String {
+    client_ip(&state.settings.peek(), &head.headers, &head.extensions)
 }
 
 /// `superuserIPs`: a request carrying a superuser's token from an address outside the list is

@@ -417,7 +417,7 @@ async fn write_request(
 
 /// The client's address (through a trusted proxy when `trustedProxy` names one).
 fn remote_ip(state: &Shared, head: &Parts) -> Option<String> {
-    let ip = super::client_ip(&state.settings.peek(), &head.headers, &head.extensions);
+    let ip = super::request_ip(state, head);
     (!ip.is_empty()).then_some(ip)
 }
 

@@ -81,23 +81,13 @@ impl LogDb {
 
     /// A page of the rows `sel` selects (its WHERE, ORDER BY and parameters over `_logs`).
     pub(crate) fn list(&self, sel: &Select, limit: i64, offset: i64) -> Result<Vec<LogRow>> {
-        let sql = format!(
-            "SELECT {COLUMNS} FROM `_logs`{}{}{}{}{} LIMIT ? OFFSET ?",
-            sel.joins,
-            if sel.where_sql.is_empty() {
-                ""
-            } else {
-                " WHERE "
-            },
-            sel.where_sql,
-            if sel.order_sql.is_empty() {
-                ""
-            } else {
-                " ORDER BY "
-            },
-            sel.order_sql,
-        );
-        let mut params: Vec<&dyn ToSql> = sel.params.iter().map(|p| p as &dyn ToSql).collect();
+        let mut sql = format!("SELECT {COLUMNS} {}", from_where(sel));
+        if !sel.order_sql.is_empty() {
+            sql.push_str(" ORDER BY ");
+            sql.push_str(&sel.order_sql);
+        }
+        sql.push_str(" LIMIT ? OFFSET ?");
+        let mut params = bound(sel);
         params.push(&limit);
         params.push(&offset);
         self.with_read(|c| {
@@ -110,16 +100,10 @@ impl LogDb {
     /// How many rows `sel` selects.
     pub(crate) fn count(&self, sel: &Select) -> Result<i64> {
         let sql = format!(
-            "SELECT COUNT(*) FROM (SELECT `_logs`.`id` FROM `_logs`{}{}{})",
-            sel.joins,
-            if sel.where_sql.is_empty() {
-                ""
-            } else {
-                " WHERE "
-            },
-            sel.where_sql,
+            "SELECT COUNT(*) FROM (SELECT `_logs`.`id` {})",
+            from_where(sel)
         );
-        let params: Vec<&dyn ToSql> = sel.params.iter().map(|p| p as &dyn ToSql).collect();
+        let params = bound(sel);
         self.with_read(|c| c.query_row(&sql, params.as_slice(), |r| r.get(0)))
     }
 
@@ -136,16 +120,10 @@ impl LogDb {
     pub(crate) fn hourly(&self, sel: &Select) -> Result<Vec<(String, i64)>> {
         let sql = format!(
             "SELECT strftime('%Y-%m-%d %H:00:00', `_logs`.`created`) AS `date`, COUNT(DISTINCT `_logs`.`id`) \
-             FROM `_logs`{}{}{} GROUP BY `date` ORDER BY `date`",
-            sel.joins,
-            if sel.where_sql.is_empty() {
-                ""
-            } else {
-                " WHERE "
-            },
-            sel.where_sql,
+             {} GROUP BY `date` ORDER BY `date`",
+            from_where(sel)
         );
-        let params: Vec<&dyn ToSql> = sel.params.iter().map(|p| p as &dyn ToSql).collect();
+        let params = bound(sel);
         self.with_read(|c| {
             let mut stmt = c.prepare(&sql)?;
             let rows = stmt.query_map(params.as_slice(), |r| Ok((r.get(0)?, r.get(1)?)))?;
@@ -170,6 +148,21 @@ impl LogDb {
     pub(crate) fn delete_before(&self, cutoff: &str) -> Result<usize> {
         self.with_read(|c| c.execute("DELETE FROM `_logs` WHERE `created` < ?1", [cutoff]))
     }
+}
+
+/// `FROM _logs` with the statement's joins and WHERE.
+fn from_where(sel: &Select) -> String {
+    let mut sql = format!("FROM `_logs`{}", sel.joins);
+    if !sel.where_sql.is_empty() {
+        sql.push_str(" WHERE ");
+        sql.push_str(&sel.where_sql);
+    }
+    sql
+}
+
+/// The statement's parameters, to bind.
+fn bound(sel: &Select) -> Vec<&dyn ToSql> {
+    sel.params.iter().map(|p| p as &dyn ToSql).collect()
 }
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<LogRow> {

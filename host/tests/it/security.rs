@@ -484,7 +484,9 @@ fn user_key(data_dir: &Path) -> (String, String, String, String) {
     (id, cid, "users".into(), format!("{token_key}{secret}"))
 }
 
-fn forge(header: &Value, claims: &Value, key: &str) -> String {
+/// An HS256 token of these header and claims signed with `key` (the token-attack tests use it
+/// too).
+pub(crate) fn forge(header: &Value, claims: &Value, key: &str) -> String {
     let input = format!(
         "{}.{}",
         B64.encode(header.to_string()),

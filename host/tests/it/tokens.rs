@@ -7,9 +7,9 @@
 //! the attack's, not a mistake in the forging.
 
 use crate::common::{Server, reference_and_subject};
+use crate::security::forge as sign;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
-use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 
 const PASS: &str = "pass12345678";
@@ -59,17 +59,6 @@ fn keys(s: &Server) -> Keys {
         user_key: token_key("users", UID),
         other_key: token_key("others", OID),
     }
-}
-
-fn sign(header: &Value, claims: &Value, key: &str) -> String {
-    let input = format!(
-        "{}.{}",
-        B64.encode(header.to_string()),
-        B64.encode(claims.to_string())
-    );
-    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(key.as_bytes()).unwrap();
-    mac.update(input.as_bytes());
-    format!("{input}.{}", B64.encode(mac.finalize().into_bytes()))
 }
 
 fn hs256() -> Value {
