@@ -1,11 +1,107 @@
-//! Wiring: builds the store and the router from a Config and serves until shutdown.
+//! Wiring: builds the store and the router from a Config and serves until shutdown, one
+//! generation after another (a restore ends one and starts the next on the restored data).
 
 use crate::api::{self, AppState};
+use crate::backups::Backups;
 use crate::config::Config;
 use crate::plugins::Plugins;
 use crate::store::{Store, StoreConfig};
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+
+/// A future that resolves when the process is asked to stop (SIGTERM, Ctrl-C).
+pub(crate) type StopSignal = fn() -> Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Serve on `listener` until `stop` turns true: the binary's and the in-process test server's
+/// loop. Each generation of the server runs on a runtime of its own; when a restore is asked
+/// for, the generation stops (in-flight requests drain, realtime streams close), its runtime is
+/// shut down with every task it spawned, the store closes, the data directory's contents are
+/// swapped for the restored ones and a new generation opens them, in this process, on the same
+/// listening socket (connections wait in its backlog meanwhile). A restored directory that does
+/// not open is swapped back out. `signal`, when given, sets `stop` when it resolves.
+pub(crate) fn serve_generations(
+    cfg: Arc<Config>,
+    store: Arc<Store>,
+    listener: std::net::TcpListener,
+    stop: Arc<tokio::sync::watch::Sender<bool>>,
+    signal: Option<StopSignal>,
+) -> Result<(), String> {
+    let dir = cfg.store.dir.clone();
+    let backups = Arc::new(Backups::open(&dir));
+    let _lock = match crate::backups::lock(&dir) {
+        Ok(Some(lock)) => {
+            if let Err(e) = backups.clean_temp() {
+                tracing::warn!(error = %e, "the temporary folder was not emptied");
+            }
+            Some(lock)
+        }
+        Ok(None) => {
+            tracing::warn!(dir = %dir.display(), "another process holds this data directory's lock (a second server?)");
+            None
+        }
+        Err(e) => return Err(format!("locking {}: {e}", dir.display())),
+    };
+    let mut store = Some(store);
+    loop {
+        let current = store.take().ok_or("no store")?;
+        let rt = runtime().map_err(|e| e.to_string())?;
+        let socket = listener.try_clone().map_err(|e| e.to_string())?;
+        let (c, b, st) = (Arc::clone(&cfg), Arc::clone(&backups), Arc::clone(&stop));
+        let served = rt.block_on(async move {
+            if let Some(signal) = signal {
+                let st = Arc::clone(&st);
+                tokio::spawn(async move {
+                    signal().await;
+                    st.send_replace(true);
+                });
+            }
+            let socket = tokio::net::TcpListener::from_std(socket)?;
+            let mut stopped = st.subscribe();
+            let waiting = Arc::clone(&b);
+            let shutdown = async move {
+                tokio::select! {
+                    _ = stopped.wait_for(|s| *s) => {},
+                    () = waiting.restore_requested() => {},
+                }
+            };
+            serve(c, Arc::clone(&current), socket, shutdown, b).await?;
+            std::io::Result::Ok(current)
+        });
+        rt.shutdown_timeout(std::time::Duration::from_secs(10));
+        let closed = served.map_err(|e| e.to_string())?;
+        if *stop.borrow() {
+            return Ok(());
+        }
+        let Some(prepared) = backups.take_pending() else {
+            return Ok(());
+        };
+        if Arc::strong_count(&closed) > 1 {
+            tracing::warn!("the previous store is still referenced while the data is swapped");
+        }
+        drop(closed);
+        store = Some(match backups.swap(prepared) {
+            Ok(swapped) => match open_store(&cfg) {
+                Ok(s) => {
+                    swapped.commit();
+                    tracing::info!("backup restored; serving the restored data");
+                    s
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "the restored data does not open; putting the previous data back");
+                    swapped
+                        .revert()
+                        .map_err(|e| format!("reverting a failed restore: {e}"))?;
+                    open_store(&cfg)?
+                }
+            },
+            Err(e) => {
+                tracing::error!(error = %e, "restore failed; the previous data is in place");
+                open_store(&cfg)?
+            }
+        });
+    }
+}
 
 pub(crate) fn store_config(cfg: &Config) -> StoreConfig {
     StoreConfig {
@@ -66,6 +162,7 @@ pub(crate) async fn serve(
     store: Arc<Store>,
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
+    backups: Arc<Backups>,
 ) -> std::io::Result<()> {
     let plugins = Plugins::start(
         cfg.plugins.clone(),
@@ -101,7 +198,12 @@ pub(crate) async fn serve(
     records
         .files
         .use_s3(api::settings::s3_config(&settings.current().s3));
-    let settings_live = Arc::clone(&settings);
+    let jobs = Arc::new(crate::jobs::Jobs {
+        store: Arc::clone(&store),
+        settings: Arc::clone(&settings),
+        backups: Arc::clone(&backups),
+    });
+    jobs.spawn();
     let state = Arc::new(AppState {
         store: Arc::clone(&store),
         settings,
@@ -119,10 +221,10 @@ pub(crate) async fn serve(
         otp_attempts: Default::default(),
         throttle: crate::auth::limits::Throttle::new(cfg.auth.clone()),
         mail_cooldowns: Default::default(),
+        backups,
+        jobs,
     });
     plugins.spawn_background();
-    spawn_session_cleanup(Arc::clone(&store));
-    spawn_logs_cleanup(Arc::clone(&store), Arc::clone(&settings_live));
     let router = api::router(state);
     // Realtime streams never end by themselves: close them when the server stops, so the drain
     // does not wait its whole grace period for them.
@@ -136,59 +238,4 @@ pub(crate) async fn serve(
     let s = Arc::clone(&store);
     let _ = tokio::task::spawn_blocking(move || s.close()).await;
     Ok(())
-}
-
-/// At start and every 6 hours, as PocketBase's `__pbLogsCleanup__` job does: request-log rows
-/// older than `settings.logs.maxDays` are deleted.
-fn spawn_logs_cleanup(store: Arc<Store>, settings: Arc<crate::settings::Live>) {
-    tokio::spawn(async move {
-        let every = std::time::Duration::from_secs(6 * 3600);
-        let mut tick = tokio::time::interval(every);
-        loop {
-            tick.tick().await;
-            let max_days = settings.peek().logs.max_days;
-            if max_days <= 0 {
-                continue;
-            }
-            if let Err(e) = crate::logs::cleanup(Arc::clone(&store), max_days).await {
-                tracing::warn!(error = %e, "request logs cleanup failed");
-            }
-        }
-    });
-}
-
-/// Every hour, as PocketBase's `__pbOTPCleanup__` and `__pbMFACleanup__` jobs do: the `_otps`
-/// and `_mfas` rows older than their auth collection's `otp.duration` / `mfa.duration` are
-/// deleted (the flows already refuse them; this keeps the tables small).
-fn spawn_session_cleanup(store: Arc<Store>) {
-    tokio::spawn(async move {
-        let hour = std::time::Duration::from_secs(3600);
-        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + hour, hour);
-        loop {
-            tick.tick().await;
-            let schema = store.schema();
-            let now = chrono::Utc::now();
-            for c in schema.collections.iter().filter(|c| c.is_auth()) {
-                for (table, option) in [("_otps", "otp"), ("_mfas", "mfa")] {
-                    let duration = c
-                        .auth_option(option)
-                        .and_then(|o| o.get("duration"))
-                        .and_then(serde_json::Value::as_i64)
-                        .unwrap_or(0);
-                    let before = crate::schema::ids::format_time(
-                        now - chrono::Duration::seconds(duration.max(0)),
-                    );
-                    let id = c.id.clone();
-                    if let Err(e) = store
-                        .write(move |conn| {
-                            crate::store::records::delete_expired_refs(conn, table, &id, &before)
-                        })
-                        .await
-                    {
-                        tracing::warn!(error = %e, table, "expired session cleanup failed");
-                    }
-                }
-            }
-        }
-    });
 }

@@ -45,6 +45,28 @@ enum Command {
         #[command(subcommand)]
         action: PluginAction,
     },
+    /// Back up or restore the data directory (the zips of `pb_data/backups`, as PocketBase
+    /// makes them).
+    Backup {
+        #[command(subcommand)]
+        action: BackupAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum BackupAction {
+    /// Make a backup while the server runs or not (default name:
+    /// pb_backup_<app name>_<UTC time>.zip); prints its path.
+    Create {
+        /// The backup's name: lowercase letters, digits, _ and -, ending in .zip.
+        name: Option<String>,
+    },
+    /// Replace the data directory's contents with a backup zip's (the server must be
+    /// stopped). The archive is checked before anything changes.
+    Restore {
+        /// The backup zip (any path).
+        file: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -129,6 +151,7 @@ fn try_run() -> anyhow::Result<()> {
     match cli.command {
         Some(Command::Superuser { action }) => superuser(&cfg, action),
         Some(Command::Plugin { action }) => plugin(&action),
+        Some(Command::Backup { action }) => backup(&cfg, action),
         None | Some(Command::Serve { .. }) => serve(cfg),
     }
 }
@@ -136,14 +159,77 @@ fn try_run() -> anyhow::Result<()> {
 fn serve(cfg: Config) -> anyhow::Result<()> {
     let cfg = Arc::new(cfg);
     let store = app::open_store(&cfg).map_err(anyhow::Error::msg)?;
-    let rt = app::runtime()?;
-    rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(&cfg.http.addr).await?;
-        tracing::info!(addr = %listener.local_addr()?, dir = %cfg.store.dir.display(), "ferrobase serving");
-        app::serve(Arc::clone(&cfg), store, listener, shutdown_signal()).await?;
-        anyhow::Ok(())
-    })?;
-    Ok(())
+    let listener = std::net::TcpListener::bind(&cfg.http.addr)?;
+    listener.set_nonblocking(true)?;
+    tracing::info!(addr = %listener.local_addr()?, dir = %cfg.store.dir.display(), "ferrobase serving");
+    let (stop, _) = tokio::sync::watch::channel(false);
+    app::serve_generations(
+        cfg,
+        store,
+        listener,
+        Arc::new(stop),
+        Some(|| Box::pin(shutdown_signal())),
+    )
+    .map_err(anyhow::Error::msg)
+}
+
+fn backup(cfg: &Config, action: BackupAction) -> anyhow::Result<()> {
+    use crate::backups::{self, Backups};
+    let dir = &cfg.store.dir;
+    match action {
+        BackupAction::Create { name } => {
+            let name = match name {
+                Some(n) if backups::valid_name(&n) => n,
+                Some(n) => anyhow::bail!(
+                    "{n:?} is not a valid backup name (lowercase letters, digits, _ and -, ending in .zip)"
+                ),
+                None => {
+                    let store = app::open_store(cfg).map_err(anyhow::Error::msg)?;
+                    let rt = tokio::runtime::Builder::new_current_thread().build()?;
+                    let settings = rt.block_on(crate::settings::Live::load(&store))?;
+                    store.close();
+                    backups::default_name(
+                        "pb_backup_",
+                        &settings.current().meta.app_name,
+                        chrono::Utc::now(),
+                    )
+                }
+            };
+            let b = Backups::open(dir);
+            if b.exists(&name) {
+                anyhow::bail!("a backup named {name} already exists");
+            }
+            b.create(&name)?;
+            println!("{}", dir.join(backups::BACKUPS_DIR).join(&name).display());
+            Ok(())
+        }
+        BackupAction::Restore { file } => {
+            let Some(_lock) = backups::lock(dir)? else {
+                anyhow::bail!(
+                    "a server is running on {}: stop it first, or restore through its API (POST /api/backups/{{key}}/restore)",
+                    dir.display()
+                );
+            };
+            let b = Backups::open(dir);
+            b.clean_temp()?;
+            let prepared = b.prepare(&file, &file.display().to_string())?;
+            let swapped = b.swap(prepared)?;
+            match app::open_store(cfg) {
+                Ok(store) => {
+                    store.close();
+                    swapped.commit();
+                    println!("Restored {} into {}.", file.display(), dir.display());
+                    Ok(())
+                }
+                Err(e) => {
+                    swapped.revert()?;
+                    anyhow::bail!(
+                        "the restored data does not open ({e}); the previous data is back in place"
+                    )
+                }
+            }
+        }
+    }
 }
 
 fn superuser(cfg: &Config, action: SuperuserAction) -> anyhow::Result<()> {

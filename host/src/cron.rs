@@ -16,13 +16,6 @@ pub(crate) struct Schedule {
 
 impl Schedule {
     /// Whether the schedule is due at this minute (day of week: 0 = Sunday).
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "the backups scheduler (operate issue) runs schedules; settings only validate them"
-        )
-    )]
     pub(crate) fn is_due(
         &self,
         minute: u32,

@@ -5,11 +5,13 @@
 mod api;
 mod app;
 mod auth;
+mod backups;
 mod cli;
 mod config;
 mod cron;
 mod files;
 mod http;
+mod jobs;
 mod logs;
 mod plugins;
 mod query;

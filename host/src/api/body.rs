@@ -37,6 +37,13 @@ pub(crate) async fn read_limited(
     }
 }
 
+/// Read and drop up to `limit` bytes of a body a handler refuses without reading, as Go's server
+/// does before it answers: a client still sending (a chunked upload) then gets the answer
+/// instead of a reset connection.
+pub(crate) async fn discard(body: Body, limit: usize) {
+    let _ = http_body_util::BodyExt::collect(http_body_util::Limited::new(body, limit)).await;
+}
+
 fn declared_length(headers: &HeaderMap) -> Option<u64> {
     headers
         .get(header::CONTENT_LENGTH)

@@ -197,7 +197,7 @@ fn go_parse_bool(s: &str) -> bool {
     matches!(s, "1" | "t" | "T" | "TRUE" | "true" | "True")
 }
 
-async fn serve(
+pub(crate) async fn serve(
     path: std::path::PathBuf,
     name: &str,
     download: bool,
@@ -430,7 +430,7 @@ fn open_for_serving(path: &std::path::Path) -> std::io::Result<Opened> {
 
 /// A string quoted as Go's `strconv.Quote` quotes it (PocketBase quotes the disposition's file
 /// name so): `"` and `\\` escaped, control characters as escapes, the rest as it is.
-fn go_quote(s: &str) -> String {
+pub(crate) fn go_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {

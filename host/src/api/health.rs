@@ -22,9 +22,8 @@ pub(crate) async fn health(State(state): State<Shared>, request: Request) -> Res
                 .chain(COMMON_PROXY_HEADERS.iter().copied())
                 .find(|h| headers.get(*h).is_some_and(|v| !v.as_bytes().is_empty()))
                 .unwrap_or("");
-            // PocketBase's meaning: no backup or restore is running now (none ever runs here
-            // until backups are built).
-            json!({"canBackup": true,
+            // PocketBase's meaning: no backup or restore is running now.
+            json!({"canBackup": state.backups.idle(),
                    "realIP": client_ip(&settings, headers, request.extensions()),
                    "possibleProxyHeader": proxy_header})
         }

@@ -3,6 +3,7 @@
 
 mod auth;
 mod auth_flows;
+mod backups;
 mod batch;
 mod body;
 pub(crate) mod cache;
@@ -53,6 +54,10 @@ pub(crate) struct AppState {
     pub throttle: crate::auth::limits::Throttle,
     /// The pause after a verification or password-reset mail to a record.
     pub mail_cooldowns: crate::auth::limits::Cooldowns,
+    /// The backups folder and the one backup or restore running.
+    pub backups: Arc<crate::backups::Backups>,
+    /// PocketBase's built-in cron jobs.
+    pub jobs: Arc<crate::jobs::Jobs>,
 }
 
 pub(crate) type Shared = Arc<AppState>;
@@ -429,6 +434,13 @@ pub(crate) fn router(state: Shared) -> Router {
         .route("/api/logs", get(logs::list).delete(logs::delete))
         .route("/api/logs/stats", get(logs::stats))
         .route("/api/logs/{id}", get(logs::view))
+        .route("/api/backups", get(backups::list).post(backups::create))
+        .route("/api/backups/upload", post(backups::upload))
+        .route(
+            "/api/backups/{key}",
+            get(backups::download).delete(backups::delete),
+        )
+        .route("/api/backups/{key}/restore", post(backups::restore))
         .route("/api/crons", get(plugin_routes::crons_list))
         .route("/api/crons/{id}", post(plugin_routes::crons_run))
         .route("/api/plugins", get(plugin_routes::report))

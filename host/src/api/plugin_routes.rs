@@ -80,10 +80,18 @@ pub(crate) async fn dispatch(State(state): State<Shared>, request: Request) -> R
 /// `GET /api/crons`: the jobs plugins registered.
 pub(crate) async fn crons_list(State(state): State<Shared>, _su: Superuser) -> ApiResult<Response> {
     let reg = state.plugins.registry();
+    // The plugins' jobs, then PocketBase's built-in ones.
     let list: Vec<Value> = reg
         .jobs
         .iter()
         .map(|j| json!({"id": j.id, "expression": j.expression}))
+        .chain(
+            state
+                .jobs
+                .list()
+                .into_iter()
+                .map(|(id, e)| json!({"id": id, "expression": e})),
+        )
         .collect();
     Ok(ok_json(&Value::Array(list)))
 }
@@ -94,6 +102,9 @@ pub(crate) async fn crons_run(
     _su: Superuser,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
+    if state.jobs.run_now(&id) {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
     let reg = state.plugins.registry();
     let Some(job) = reg.jobs.iter().find(|j| j.id == id).cloned() else {
         return Err(ApiError::new(

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use base64::Engine as _;
 use md5::Digest as _;
 
-pub(crate) use name::{is_plain, stored_name};
+pub(crate) use name::{is_plain, snake_case, stored_name};
 pub(crate) use s3::{Bucket, S3Config, S3Error};
 pub(crate) use sniff::{SNIFF_BYTES, detect};
 
@@ -391,6 +391,22 @@ async fn remote_work(bucket: &Bucket, work: FileWork) {
     }
 }
 
+/// Write the `.attrs` sidecar PocketBase's blob driver keeps next to a file it stored (the
+/// backups folder's zips have one too).
+pub(crate) fn write_sidecar(
+    path: &Path,
+    mime: &str,
+    original: Option<&str>,
+    md5: &[u8; 16],
+) -> io::Result<()> {
+    std::fs::write(sidecar(path), attrs_json(mime, original, md5))
+}
+
+/// The sidecar's path of a stored file.
+pub(crate) fn sidecar_of(path: &Path) -> PathBuf {
+    sidecar(path)
+}
+
 fn sidecar(path: &Path) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
     s.push(ATTRS_EXT);
@@ -466,6 +482,20 @@ impl Upload {
 
     fn attrs_json(&self) -> String {
         attrs_json(self.mime, Some(&self.original), &self.md5)
+    }
+
+    /// Keep the upload outside the storage, at `path` (a backup: the backups folder is inside
+    /// the data directory, so this is a rename), with its sidecar.
+    pub(crate) fn persist(mut self, path: &Path) -> io::Result<()> {
+        let temp = self
+            .temp
+            .take()
+            .ok_or_else(|| io::Error::other("already placed"))?;
+        if let Err(e) = std::fs::rename(&temp, path) {
+            let _ = std::fs::remove_file(&temp);
+            return Err(e);
+        }
+        std::fs::write(sidecar(path), self.attrs_json())
     }
 }
 

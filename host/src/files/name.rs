@@ -87,6 +87,10 @@ fn dotted(b: &[u8]) -> Vec<u8> {
 /// PocketBase's snake case: split at every byte that is not an ASCII letter or digit (Go's
 /// `\W` and `_`), join the words with `_`, put a `_` before an uppercase letter that follows a
 /// non-uppercase one inside a word, lowercase the lot.
+pub(crate) fn snake_case(s: &str) -> String {
+    String::from_utf8(snakecase(s.as_bytes())).unwrap_or_default()
+}
+
 fn snakecase(s: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(s.len());
     for word in s.split(|b| !b.is_ascii_alphanumeric()) {

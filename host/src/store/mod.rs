@@ -2,6 +2,7 @@
 //! read-only readers, system tables, collection DDL and the schema snapshot. Knows nothing about
 //! HTTP, JSON response shapes, filter syntax or plugins.
 
+pub(crate) mod backup;
 mod bootstrap;
 pub(crate) mod changes;
 pub(crate) mod ddl;
@@ -770,6 +771,13 @@ impl Store {
         }
         drop(permit);
         out
+    }
+
+    /// PocketBase's `__pbDBOptimize__`: let SQLite refresh the planner's statistics where they
+    /// are stale (`PRAGMA optimize`, cheap when nothing changed).
+    pub(crate) async fn optimize(&self) -> Result<()> {
+        self.write(|c| Ok(c.0.execute_batch("PRAGMA optimize;")?))
+            .await
     }
 
     /// Stop the writer after the queued jobs ran, and checkpoint the WAL.

@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 /// in-flight requests drain and the store closes, which checkpoints the WAL.
 pub struct InProcess {
     addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    stop: std::sync::Arc<tokio::sync::watch::Sender<bool>>,
     thread: Option<JoinHandle<Result<(), String>>>,
 }
 
@@ -47,24 +47,15 @@ impl InProcess {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
         listener.set_nonblocking(true).map_err(|e| e.to_string())?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let stop = std::sync::Arc::new(tokio::sync::watch::channel(false).0);
+        let stopping = std::sync::Arc::clone(&stop);
         let thread = std::thread::Builder::new()
             .name(format!("server {addr}"))
-            .spawn(move || {
-                let rt = app::runtime().map_err(|e| e.to_string())?;
-                rt.block_on(async move {
-                    let listener = tokio::net::TcpListener::from_std(listener)?;
-                    let shutdown = async move {
-                        let _ = stopped.await;
-                    };
-                    app::serve(cfg, db, listener, shutdown).await
-                })
-                .map_err(|e| e.to_string())
-            })
+            .spawn(move || app::serve_generations(cfg, db, listener, stopping, None))
             .map_err(|e| e.to_string())?;
         Ok(InProcess {
             addr,
-            stop: Some(stop),
+            stop,
             thread: Some(thread),
         })
     }
@@ -84,9 +75,7 @@ impl InProcess {
 
     /// Shut down as SIGTERM does and wait for the store to close.
     pub fn stop(&mut self) -> Result<(), String> {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
+        self.stop.send_replace(true);
         self.join()
     }
 
