@@ -35,23 +35,10 @@ die() {
 
 while [ $# -gt 0 ]; do
 	case $1 in
-	--root)
-		[ $# -ge 2 ] || die "--root needs a directory"
-		root=$2
+	--root | --binary)
+		[ $# -ge 2 ] || die "$1 needs a path"
+		if [ "$1" = --root ]; then root=$2; else binary=$2; fi
 		shift 2
-		;;
-	--root=*)
-		root=${1#--root=}
-		shift
-		;;
-	--binary)
-		[ $# -ge 2 ] || die "--binary needs a path"
-		binary=$2
-		shift 2
-		;;
-	--binary=*)
-		binary=${1#--binary=}
-		shift
 		;;
 	-h | --help)
 		sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
