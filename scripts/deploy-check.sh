@@ -2,7 +2,8 @@
 # Checks of deploy/ that need neither root nor a running systemd; scripts/test.sh runs them on the
 # binary and plugins it has just built.
 #   scripts/deploy-check.sh BINARY PLUGIN.wasm
-# Needs shellcheck, systemd-analyze (package systemd) and strace; a missing one fails the check.
+# Needs shellcheck, systemd-analyze (package systemd, 250 or newer for `security --offline`),
+# strace and curl; a missing one fails the check.
 #  1. shellcheck on every shell script in deploy/, scripts/, .ci/ and bench/;
 #  2. the unit: `systemd-analyze verify` has nothing to say, `systemd-analyze security` rates it
 #     at most 2.0 ("OK"; a dropped sandbox line raises it);
@@ -11,7 +12,7 @@
 #  4. every key of the sysctl file exists on this kernel;
 #  5. deploy/install.sh --root into a throwaway root: the files and modes; a second run changes
 #     nothing; an edited config survives a run with a new binary, which keeps the old one as
-#     ferrobase.previous.
+#     ferrobase.previous; installing ferrobase.previous swaps the two back (the roll back).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
