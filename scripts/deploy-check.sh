@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Checks of deploy/ that need neither root nor a running systemd; scripts/test.sh runs them on the
 # binary and plugins it has just built.
-#   scripts/deploy-check.sh BINARY PLUGIN.wasm
+#   scripts/deploy-check.sh BINARY PLUGIN.wasm CADDY
 # Needs shellcheck, systemd-analyze (package systemd, 250 or newer for `security --offline`),
-# strace and curl; a missing one fails the check.
+# strace, curl and a caddy binary (CADDY); a missing one fails the check.
 #  1. shellcheck on every shell script in deploy/, scripts/, .ci/ and bench/;
 #  2. the unit: `systemd-analyze verify` has nothing to say, `systemd-analyze security` rates it
 #     at most 2.0 ("OK"; a dropped sandbox line raises it);
@@ -12,17 +12,20 @@
 #  4. every key of the sysctl file exists on this kernel;
 #  5. deploy/install.sh --root into a throwaway root: the files and modes; a second run changes
 #     nothing; an edited config survives a run with a new binary, which keeps the old one as
-#     ferrobase.previous; installing ferrobase.previous swaps the two back (the roll back).
+#     ferrobase.previous; installing ferrobase.previous swaps the two back (the roll back);
+#  6. the Caddyfile: Caddy reads it without a warning (formatting included), and what it makes of
+#     it still proxies to 127.0.0.1:8090 with flushing on.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-[ $# -eq 2 ] || { echo "usage: scripts/deploy-check.sh BINARY PLUGIN.wasm" >&2; exit 2; }
+[ $# -eq 3 ] || { echo "usage: scripts/deploy-check.sh BINARY PLUGIN.wasm CADDY" >&2; exit 2; }
 BIN="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 PLUGIN="$2"
+CADDY="$3"
 [ -x "$BIN" ] || { echo "deploy-check: $BIN is not an executable" >&2; exit 1; }
 [ -f "$PLUGIN" ] || { echo "deploy-check: no plugin at $PLUGIN" >&2; exit 1; }
-for tool in shellcheck systemd-analyze strace curl; do
+for tool in shellcheck systemd-analyze strace curl "$CADDY"; do
   command -v "$tool" >/dev/null || { echo "deploy-check: $tool is missing" >&2; exit 1; }
 done
 
@@ -178,3 +181,13 @@ deploy/install.sh --root "$R" --binary "$R/usr/local/bin/ferrobase.previous" > "
 cmp -s "$BIN" "$R/usr/local/bin/ferrobase" || fail "rolling back did not restore the previous binary"
 cmp -s "$TMP/next-binary" "$R/usr/local/bin/ferrobase.previous" || fail "rolling back lost the newer binary"
 ok "install.sh --root: files and modes, second run changes nothing, config kept, old binary kept, roll back swaps"
+
+# 6. the Caddyfile, as Caddy reads it (adapt only: nothing listens, no certificate is asked for)
+"$CADDY" adapt --adapter caddyfile --config deploy/Caddyfile > "$TMP/caddy.json" 2> "$TMP/caddy.err" \
+  || fail "caddy adapt: $(cat "$TMP/caddy.err")"
+[ ! -s "$TMP/caddy.err" ] || fail "caddy adapt warns: $(cat "$TMP/caddy.err")"
+caddy_json="$(tr -d ' \t\n' < "$TMP/caddy.json")"
+for want in '"dial":"127.0.0.1:8090"' '"flush_interval":-1'; do
+  [[ "$caddy_json" == *"$want"* ]] || fail "the Caddyfile no longer gives $want"
+done
+ok "Caddyfile: read by $("$CADDY" version | cut -d' ' -f1) without warnings, proxies to 127.0.0.1:8090 unbuffered"

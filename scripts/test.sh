@@ -3,7 +3,7 @@
 #   scripts/test.sh
 # Steps: format and lint; build once in release; build the plugins (Rust for wasm32-wasip2, the JS
 # one with componentize-js from npm); the deploy checks (scripts/deploy-check.sh, with shellcheck,
-# systemd and strace from apt when missing); the reference PocketBase into .venv-ref (for the pb_data
+# systemd, strace and Caddy from apt); the reference PocketBase into .venv-ref (for the pb_data
 # compatibility and differential tests); moto's S3 server into .venv-moto (the S3 storage tests);
 # every Rust test (the plugin tests load the built plugins); then the PocketBase conformance suite from
 # ../shared/conformance when it exists (a user's clone without it skips that step with a message).
@@ -34,24 +34,35 @@ cargo clippy --manifest-path plugins/Cargo.toml --workspace --release --target w
 cargo build --manifest-path plugins/Cargo.toml --release --target wasm32-wasip2
 (cd plugins/js-hello && npm ci --no-audit --no-fund --loglevel=error && node build.mjs)
 
-step "deploy checks: shellcheck, the systemd unit, its syscall filter, install.sh (scripts/deploy-check.sh)"
+step "deploy checks: shellcheck, the systemd unit, its syscall filter, install.sh, the Caddyfile (scripts/deploy-check.sh)"
 # Their tools come from apt, as root or through sudo without a password; when neither works the
-# step fails and says what to install.
+# step fails and says what to install. Caddy is unpacked into target/deploy-tools, not installed:
+# the package would start a Caddy service on this machine.
+SUDO=()
+[ "$(id -u)" -eq 0 ] || SUDO=(sudo -n)
+apt_failed() {
+  echo "could not $1 with apt-get (it needs root or sudo -n); install them and rerun"
+  exit 1
+}
 MISSING=()
 for pair in shellcheck:shellcheck systemd-analyze:systemd strace:strace curl:curl; do
   command -v "${pair%%:*}" >/dev/null || MISSING+=("${pair#*:}")
 done
-if [ "${#MISSING[@]}" -gt 0 ]; then
-  SUDO=()
-  [ "$(id -u)" -eq 0 ] || SUDO=(sudo -n)
-  if ! { "${SUDO[@]}" apt-get update -qq \
-      && "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
-        apt-get install -y -qq --no-install-recommends "${MISSING[@]}"; }; then
-    echo "could not install ${MISSING[*]} with apt-get (it needs root or sudo -n); install them and rerun"
-    exit 1
-  fi
+CADDY="$ROOT/target/deploy-tools/usr/bin/caddy"
+if [ "${#MISSING[@]}" -gt 0 ] || [ ! -x "$CADDY" ]; then
+  "${SUDO[@]}" apt-get update -qq || apt_failed "update the package lists"
 fi
-scripts/deploy-check.sh "$BIN" plugins/target/wasm32-wasip2/release/posts_api.wasm
+if [ "${#MISSING[@]}" -gt 0 ]; then
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -qq --no-install-recommends "${MISSING[@]}" || apt_failed "install ${MISSING[*]}"
+fi
+if [ ! -x "$CADDY" ]; then
+  rm -rf target/deploy-tools
+  mkdir -p target/deploy-tools
+  (cd target/deploy-tools && apt-get download -qq caddy && dpkg -x caddy_*.deb . && rm caddy_*.deb) \
+    || apt_failed "download and unpack caddy"
+fi
+scripts/deploy-check.sh "$BIN" plugins/target/wasm32-wasip2/release/posts_api.wasm "$CADDY"
 
 step "reference PocketBase 0.40.6 for the pb_data compatibility test"
 REF_VERSION=0.40.6
