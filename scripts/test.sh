@@ -48,19 +48,21 @@ MISSING=()
 for pair in shellcheck:shellcheck systemd-analyze:systemd strace:strace curl:curl; do
   command -v "${pair%%:*}" >/dev/null || MISSING+=("${pair#*:}")
 done
-CADDY="$ROOT/target/deploy-tools/usr/bin/caddy"
-if [ "${#MISSING[@]}" -gt 0 ] || [ ! -x "$CADDY" ]; then
-  "${SUDO[@]}" apt-get update -qq || apt_failed "update the package lists"
-fi
 if [ "${#MISSING[@]}" -gt 0 ]; then
-  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y -qq --no-install-recommends "${MISSING[@]}" || apt_failed "install ${MISSING[*]}"
+  { "${SUDO[@]}" apt-get update -qq \
+    && "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+      apt-get install -y -qq --no-install-recommends "${MISSING[@]}"; } \
+    || apt_failed "install ${MISSING[*]}"
 fi
-if [ ! -x "$CADDY" ]; then
+CADDY="$ROOT/target/deploy-tools/usr/bin/caddy"
+fetch_caddy() {
   rm -rf target/deploy-tools
   mkdir -p target/deploy-tools
-  (cd target/deploy-tools && apt-get download -qq caddy && dpkg -x caddy_*.deb . && rm caddy_*.deb) \
-    || apt_failed "download and unpack caddy"
+  (cd target/deploy-tools && apt-get download -qq caddy && dpkg -x caddy_*.deb . && rm caddy_*.deb)
+}
+# The package lists are refreshed only when the ones on this machine do not know the package.
+if [ ! -x "$CADDY" ] && ! fetch_caddy; then
+  { "${SUDO[@]}" apt-get update -qq && fetch_caddy; } || apt_failed "download and unpack caddy"
 fi
 scripts/deploy-check.sh "$BIN" plugins/target/wasm32-wasip2/release/posts_api.wasm "$CADDY"
 
