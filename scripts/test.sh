@@ -2,7 +2,8 @@
 # The whole test suite, as CI runs it (.ci/run calls this and nothing weaker).
 #   scripts/test.sh
 # Steps: format and lint; build once in release; build the plugins (Rust for wasm32-wasip2, the JS
-# one with componentize-js from npm); the reference PocketBase into .venv-ref (for the pb_data
+# one with componentize-js from npm); the deploy checks (scripts/deploy-check.sh, with shellcheck,
+# systemd, strace and Caddy from apt); the reference PocketBase into .venv-ref (for the pb_data
 # compatibility and differential tests); moto's S3 server into .venv-moto (the S3 storage tests);
 # every Rust test (the plugin tests load the built plugins); then the PocketBase conformance suite from
 # ../shared/conformance when it exists (a user's clone without it skips that step with a message).
@@ -32,6 +33,38 @@ cargo fmt --manifest-path plugins/Cargo.toml --all --check
 cargo clippy --manifest-path plugins/Cargo.toml --workspace --release --target wasm32-wasip2 -- -D warnings
 cargo build --manifest-path plugins/Cargo.toml --release --target wasm32-wasip2
 (cd plugins/js-hello && npm ci --no-audit --no-fund --loglevel=error && node build.mjs)
+
+step "deploy checks: shellcheck, the systemd unit, its syscall filter, install.sh, the Caddyfile (scripts/deploy-check.sh)"
+# Their tools come from apt, as root or through sudo without a password; when neither works the
+# step fails and says what to install. Caddy is unpacked into target/deploy-tools, not installed:
+# the package would start a Caddy service on this machine.
+SUDO=()
+[ "$(id -u)" -eq 0 ] || SUDO=(sudo -n)
+apt_failed() {
+  echo "could not $1 with apt-get (it needs root or sudo -n); install them and rerun"
+  exit 1
+}
+MISSING=()
+for pair in shellcheck:shellcheck systemd-analyze:systemd strace:strace curl:curl; do
+  command -v "${pair%%:*}" >/dev/null || MISSING+=("${pair#*:}")
+done
+if [ "${#MISSING[@]}" -gt 0 ]; then
+  { "${SUDO[@]}" apt-get update -qq \
+    && "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+      apt-get install -y -qq --no-install-recommends "${MISSING[@]}"; } \
+    || apt_failed "install ${MISSING[*]}"
+fi
+CADDY="$ROOT/target/deploy-tools/usr/bin/caddy"
+fetch_caddy() {
+  rm -rf target/deploy-tools
+  mkdir -p target/deploy-tools
+  (cd target/deploy-tools && apt-get download -qq caddy && dpkg -x caddy_*.deb . && rm caddy_*.deb)
+}
+# The package lists are refreshed only when the ones on this machine do not know the package.
+if [ ! -x "$CADDY" ] && ! fetch_caddy; then
+  { "${SUDO[@]}" apt-get update -qq && fetch_caddy; } || apt_failed "download and unpack caddy"
+fi
+scripts/deploy-check.sh "$BIN" plugins/target/wasm32-wasip2/release/posts_api.wasm "$CADDY"
 
 step "reference PocketBase 0.40.6 for the pb_data compatibility test"
 REF_VERSION=0.40.6
