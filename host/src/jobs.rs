@@ -103,6 +103,9 @@ impl Jobs {
     /// scheduled backups kept (0: all).
     async fn auto_backup(&self) -> Result<(), String> {
         let settings = self.settings.current();
+        if settings.backups.s3.enabled {
+            return Err(crate::backups::S3_UNSUPPORTED.into());
+        }
         let name = crate::backups::default_name(
             crate::backups::AUTO_PREFIX,
             &settings.meta.app_name,

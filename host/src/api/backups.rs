@@ -16,8 +16,18 @@ use std::sync::Arc;
 const MSG_BUSY: &str = "Try again later - another backup/restore process has already been started";
 const MSG_NO_ACCESS: &str = "Insufficient permissions to access the resource.";
 const MSG_MISSING: &str = "Missing or invalid backup file.";
+
 /// How much of a refused upload is read before the answer (Go's server reads 256 KiB).
 const REFUSED_BODY_READ: usize = 256 << 10;
+
+/// Backups kept in S3 (`settings.backups.s3.enabled`) are not built: every endpoint says so
+/// rather than use the local folder the user asked not to.
+fn local_only(state: &Shared) -> ApiResult<()> {
+    if state.settings.peek().backups.s3.enabled {
+        return Err(ApiError::bad(backups::S3_UNSUPPORTED));
+    }
+    Ok(())
+}
 
 /// Run blocking backups work off the async workers.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> ApiResult<T> {
@@ -37,6 +47,7 @@ fn invalid(field: &str, code: &str, message: &str, params: Option<Value>) -> Api
 }
 
 pub(crate) async fn list(State(state): State<Shared>, _su: Superuser) -> ApiResult<Response> {
+    local_only(&state)?;
     let b = Arc::clone(&state.backups);
     let items = blocking(move || b.list())
         .await?
@@ -59,6 +70,7 @@ pub(crate) async fn create(
     _su: Superuser,
     request: Request,
 ) -> ApiResult<Response> {
+    local_only(&state)?;
     if !state.backups.idle() {
         return Err(ApiError::bad(MSG_BUSY));
     }
@@ -122,7 +134,7 @@ pub(crate) async fn upload(State(state): State<Shared>, request: Request) -> Api
         Some(c) if !c.is_superuser() => Some(ApiError::forbidden_record()),
         Some(_) => None,
     };
-    if let Some(e) = refused {
+    if let Some(e) = refused.or_else(|| local_only(&state).err()) {
         body::discard(body, REFUSED_BODY_READ).await;
         return Err(e);
     }
@@ -202,6 +214,7 @@ pub(crate) async fn download(
             }
         }
     }
+    local_only(&state)?;
     let path = state.backups.path(&key).ok_or_else(ApiError::not_found)?;
     super::files::serve(path, &key, true, &head.headers).await
 }
@@ -211,6 +224,7 @@ pub(crate) async fn delete(
     _su: Superuser,
     Path(key): Path<String>,
 ) -> ApiResult<Response> {
+    local_only(&state)?;
     let b = Arc::clone(&state.backups);
     let k = key.clone();
     match blocking(move || b.delete(&k)).await? {
@@ -232,6 +246,7 @@ pub(crate) async fn restore(
     _su: Superuser,
     Path(key): Path<String>,
 ) -> ApiResult<Response> {
+    local_only(&state)?;
     if !state.backups.idle() {
         return Err(ApiError::bad(format!("{MSG_BUSY}.")));
     }

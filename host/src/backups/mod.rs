@@ -19,6 +19,10 @@ pub(crate) const LOCK_FILE: &str = ".ferrobase.lock";
 /// The prefix of the names the scheduled backups get (the retention applies to those only).
 pub(crate) const AUTO_PREFIX: &str = "@auto_pb_backup_";
 
+/// What the backups API and the scheduled backup say while `settings.backups.s3` is on: keeping
+/// backups in S3 is not built.
+pub(crate) const S3_UNSUPPORTED: &str = "Backups stored in S3 are not supported yet: disable backups.s3 to use the local backups folder.";
+
 /// One entry of `GET /api/backups`.
 #[derive(Debug, Clone)]
 pub(crate) struct Item {

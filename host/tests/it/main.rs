@@ -9,6 +9,7 @@ mod common;
 mod rng;
 
 mod authflows;
+mod backups;
 mod batch;
 mod bruteforce;
 mod cache;
