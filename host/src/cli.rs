@@ -98,13 +98,20 @@ enum SuperuserAction {
     Delete { email: String },
 }
 
-fn init_tracing(level: &str) {
+fn init_tracing(log: &crate::config::LogConfig) {
+    use std::io::IsTerminal as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    let _ = tracing_subscriber::fmt()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&log.level));
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_writer(std::io::stderr);
+    let _ = match log.format {
+        // Colour codes only for a person at a terminal: in a file or journald they are noise.
+        crate::config::LogFormat::Text => builder
+            .with_ansi(std::io::stderr().is_terminal())
+            .try_init(),
+        crate::config::LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
 }
 
 async fn shutdown_signal() {
@@ -147,7 +154,7 @@ fn try_run() -> anyhow::Result<()> {
         plugins_dir,
     })
     .map_err(anyhow::Error::msg)?;
-    init_tracing(&cfg.log.level);
+    init_tracing(&cfg.log);
     match cli.command {
         Some(Command::Superuser { action }) => superuser(&cfg, action),
         Some(Command::Plugin { action }) => plugin(&action),

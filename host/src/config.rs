@@ -200,6 +200,17 @@ impl Default for AuthConfig {
 #[serde(default, deny_unknown_fields)]
 pub(crate) struct LogConfig {
     pub level: String,
+    /// `text` (human-readable; colours only when stderr is a terminal) or `json` (one object
+    /// per line, for log shippers).
+    pub format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum LogFormat {
+    #[default]
+    Text,
+    Json,
 }
 
 impl Default for HttpConfig {
@@ -243,6 +254,7 @@ impl Default for LogConfig {
     fn default() -> Self {
         Self {
             level: "info".into(),
+            format: LogFormat::Text,
         }
     }
 }

@@ -20,6 +20,7 @@ mod fuzz_corpus;
 mod http;
 mod logs;
 mod manage;
+mod operate;
 mod plugins;
 mod query_snapshots;
 mod realtime;

@@ -466,10 +466,15 @@ fn cron_jobs_are_listed_and_run_on_demand_through_the_crons_api() {
     posts_schema(&s, &su, json!(""));
     wait_loaded(&s, &su, &["audit", "cleanup"]);
 
+    // The plugin's job first, then PocketBase's built-in ones.
     let r = s.req("GET", "/api/crons", Some(&su), None);
     assert_eq!(
         r.json,
-        json!([{"id": "cleanup_drafts", "expression": "0 3 * * *"}])
+        json!([{"id": "cleanup_drafts", "expression": "0 3 * * *"},
+               {"id": "__pbDBOptimize__", "expression": "0 0 * * *"},
+               {"id": "__pbMFACleanup__", "expression": "0 * * * *"},
+               {"id": "__pbOTPCleanup__", "expression": "0 * * * *"},
+               {"id": "__pbLogsCleanup__", "expression": "0 */6 * * *"}])
     );
     assert_eq!(s.req("GET", "/api/crons", None, None).status, 401);
     // A subscriber hears the job's deletes as it hears REST writes.
