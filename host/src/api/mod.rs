@@ -79,6 +79,11 @@ pub(crate) fn now_s() -> f64 {
 /// endpoints that need auth answer 401 themselves.
 pub(crate) async fn caller(state: &AppState, headers: &HeaderMap) -> Option<Caller> {
     let raw = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    authorized(state, raw).await
+}
+
+/// [`caller`] of an `Authorization` header's value.
+pub(crate) async fn authorized(state: &AppState, raw: &str) -> Option<Caller> {
     let tok = token::from_header(raw);
     if tok.is_empty() {
         return None;

@@ -772,8 +772,10 @@ impl Store {
         out
     }
 
-    /// Stop the writer after the queued jobs ran, and checkpoint the WAL.
+    /// Stop the writer after the queued jobs ran, and checkpoint the WAL; write the queued
+    /// request logs.
     pub(crate) fn close(&self) {
+        self.logs.close();
         if let Ok(mut w) = self.writer.lock() {
             w.take();
         }
