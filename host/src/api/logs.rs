@@ -98,9 +98,11 @@ pub(crate) fn asked(state: &Shared, req: &axum::extract::Request) -> Option<Aske
             .unwrap_or_default()
     };
     let (user_ip, remote_ip) = if settings.logs.log_ip {
+        // Printed once when no proxy header names the client (the usual case).
+        let peer = super::peer_ip(req.extensions());
         (
-            super::client_ip(&settings, h, req.extensions()),
-            super::peer_ip(req.extensions()),
+            super::proxied_ip(&settings, h).unwrap_or_else(|| peer.clone()),
+            peer,
         )
     } else {
         (String::new(), String::new())

@@ -180,6 +180,14 @@ pub(crate) fn client_ip(
     headers: &HeaderMap,
     extensions: &axum::http::Extensions,
 ) -> String {
+    proxied_ip(settings, headers).unwrap_or_else(|| peer_ip(extensions))
+}
+
+/// The client's address from the trusted proxy headers (see [`client_ip`]), if one gives it.
+pub(crate) fn proxied_ip(
+    settings: &crate::settings::Settings,
+    headers: &HeaderMap,
+) -> Option<String> {
     let proxy = &settings.trusted_proxy;
     for name in &proxy.headers {
         let Some(last) = headers.get_all(name.as_str()).iter().next_back() else {
@@ -196,10 +204,10 @@ pub(crate) fn client_ip(
             list.rsplit(',').find_map(parse)
         };
         if let Some(ip) = found {
-            return expanded(ip);
+            return Some(expanded(ip));
         }
     }
-    peer_ip(extensions)
+    None
 }
 
 /// The socket peer's address (PocketBase's `RemoteIP`), "" when the connection has none.

@@ -292,16 +292,43 @@ fn write_loop(conn: &Connection, queue: &Queue) {
     }
 }
 
+/// Rows per INSERT statement (each row binds 5 parameters).
+const ROWS_PER_INSERT: usize = 50;
+
 fn insert(conn: &Connection, batch: &[NewLog]) -> rusqlite::Result<()> {
     let tx = conn.unchecked_transaction()?;
     {
-        let mut stmt = tx.prepare_cached(
-            "INSERT INTO `_logs` (`id`, `created`, `level`, `message`, `data`) VALUES (?1, ?2, ?3, ?4, ?5)",
-        )?;
-        for r in batch {
+        let mut chunks = batch.chunks_exact(ROWS_PER_INSERT);
+        let mut many = tx.prepare_cached(&insert_sql(ROWS_PER_INSERT))?;
+        for chunk in chunks.by_ref() {
+            let mut p: Vec<&dyn ToSql> = Vec::with_capacity(ROWS_PER_INSERT * 5);
+            for r in chunk {
+                p.extend_from_slice(&[
+                    &r.id as &dyn ToSql,
+                    &r.created,
+                    &r.level,
+                    &r.message,
+                    &r.data,
+                ]);
+            }
+            many.execute(p.as_slice())?;
+        }
+        let mut one = tx.prepare_cached(&insert_sql(1))?;
+        for r in chunks.remainder() {
             let p: [&dyn ToSql; 5] = [&r.id, &r.created, &r.level, &r.message, &r.data];
-            stmt.execute(p.as_slice())?;
+            one.execute(p.as_slice())?;
         }
     }
     tx.commit()
+}
+
+/// `INSERT INTO _logs ...` of `rows` rows.
+fn insert_sql(rows: usize) -> String {
+    let mut sql = String::from(
+        "INSERT INTO `_logs` (`id`, `created`, `level`, `message`, `data`) VALUES (?, ?, ?, ?, ?)",
+    );
+    for _ in 1..rows {
+        sql.push_str(", (?, ?, ?, ?, ?)");
+    }
+    sql
 }
