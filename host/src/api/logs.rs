@@ -7,7 +7,7 @@ use super::records::{paging, skip_total};
 use super::{Shared, ok_json, query_map};
 use crate::logs::{self, RequestFacts};
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -82,7 +82,7 @@ pub(crate) struct Asked {
     user_ip: String,
     remote_ip: String,
     /// The `Authorization` header, resolved to a caller after the response.
-    authorization: Option<HeaderMap>,
+    authorization: Option<HeaderValue>,
 }
 
 /// Gather what a request's log row needs; None when logging is off.
@@ -98,18 +98,16 @@ pub(crate) fn asked(state: &Shared, req: &axum::extract::Request) -> Option<Aske
             .unwrap_or_default()
     };
     let (user_ip, remote_ip) = if settings.logs.log_ip {
+        // Printed once when no proxy header names the client (the usual case).
+        let peer = super::peer_ip(req.extensions());
         (
-            super::client_ip(&settings, h, req.extensions()),
-            super::peer_ip(req.extensions()),
+            super::proxied_ip(&settings, h).unwrap_or_else(|| peer.clone()),
+            peer,
         )
     } else {
         (String::new(), String::new())
     };
-    let authorization = h.get(header::AUTHORIZATION).map(|v| {
-        let mut m = HeaderMap::new();
-        m.insert(header::AUTHORIZATION, v.clone());
-        m
-    });
+    let authorization = h.get(header::AUTHORIZATION).cloned();
     Some(Asked {
         started: std::time::Instant::now(),
         method: req.method().as_str().to_owned(),
@@ -148,8 +146,9 @@ async fn record(state: &Shared, a: Asked, exec_ms: f64, status: u16, refused: Op
     {
         return;
     }
-    let auth = match &a.authorization {
-        Some(h) => super::caller(state, h).await.map(|c| {
+    let raw = a.authorization.as_ref().and_then(|v| v.to_str().ok());
+    let auth = match raw {
+        Some(raw) => super::authorized(state, raw).await.map(|c| {
             (
                 c.collection.name.clone(),
                 c.collection.stored_text(&c.record, "id").to_owned(),

@@ -84,6 +84,11 @@ pub(crate) fn now_s() -> f64 {
 /// endpoints that need auth answer 401 themselves.
 pub(crate) async fn caller(state: &AppState, headers: &HeaderMap) -> Option<Caller> {
     let raw = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    authorized(state, raw).await
+}
+
+/// [`caller`] of an `Authorization` header's value.
+pub(crate) async fn authorized(state: &AppState, raw: &str) -> Option<Caller> {
     let tok = token::from_header(raw);
     if tok.is_empty() {
         return None;
@@ -180,6 +185,14 @@ pub(crate) fn client_ip(
     headers: &HeaderMap,
     extensions: &axum::http::Extensions,
 ) -> String {
+    proxied_ip(settings, headers).unwrap_or_else(|| peer_ip(extensions))
+}
+
+/// The client's address from the trusted proxy headers (see [`client_ip`]), if one gives it.
+pub(crate) fn proxied_ip(
+    settings: &crate::settings::Settings,
+    headers: &HeaderMap,
+) -> Option<String> {
     let proxy = &settings.trusted_proxy;
     for name in &proxy.headers {
         let Some(last) = headers.get_all(name.as_str()).iter().next_back() else {
@@ -196,10 +209,10 @@ pub(crate) fn client_ip(
             list.rsplit(',').find_map(parse)
         };
         if let Some(ip) = found {
-            return expanded(ip);
+            return Some(expanded(ip));
         }
     }
-    peer_ip(extensions)
+    None
 }
 
 /// The socket peer's address (PocketBase's `RemoteIP`), "" when the connection has none.

@@ -5,6 +5,7 @@
 
 use crate::query::{Query, QueryError, RequestInfo, Select};
 use crate::schema::define::build;
+use crate::schema::ids::Ascending;
 use crate::schema::{Collection, Schema};
 use crate::settings;
 use crate::store::Store;
@@ -37,15 +38,27 @@ pub(crate) struct RequestFacts {
     pub error: Option<(String, Value)>,
 }
 
+/// A finished request waiting for the log thread: its facts, when it finished, its level and
+/// the settings it was logged under. Its row is built there ([`row`]), off the request's path.
+pub(crate) struct Entry {
+    facts: RequestFacts,
+    created: chrono::DateTime<chrono::Utc>,
+    level: i64,
+    log_ip: bool,
+    log_auth_id: bool,
+    data_max: usize,
+}
+
 /// Whether a request is logged at all under these settings (nothing is while `maxDays` is 0),
 /// decided before anything is gathered for it.
 pub(crate) fn enabled(s: &settings::Logs) -> bool {
     s.max_days > 0
 }
 
-/// Queue the row of a finished request, unless its level is below `logs.minLevel`.
-pub(crate) fn record(store: &Store, s: &settings::Logs, f: RequestFacts) {
-    let level = if f.error.is_some() {
+/// Queue the row of a finished request, unless its level is below `logs.minLevel`. The request
+/// pays for a clock read and a queue push; the row is built on the log thread.
+pub(crate) fn record(store: &Store, s: &settings::Logs, facts: RequestFacts) {
+    let level = if facts.error.is_some() {
         LEVEL_ERROR
     } else {
         LEVEL_INFO
@@ -53,58 +66,96 @@ pub(crate) fn record(store: &Store, s: &settings::Logs, f: RequestFacts) {
     if level < s.min_level {
         return;
     }
-    // Keys in Go's (sorted) map order.
-    let mut data = std::collections::BTreeMap::<&str, Value>::new();
-    let cut = |s: &str, n: usize| cut_chars(s, n).to_owned();
-    data.insert("type", json!("request"));
-    data.insert("execTime", json!(f.exec_ms));
-    if let Some((message, details)) = f.error {
-        data.insert("error", json!(message));
-        data.insert("details", details);
-    }
-    let method = cut(&f.method.to_uppercase(), 50);
-    let uri = cut(&f.uri, 3000);
-    data.insert("url", json!(uri));
-    data.insert("method", json!(method));
-    data.insert("status", json!(f.status));
-    data.insert("referer", json!(cut(&f.referer, 2000)));
-    data.insert("userAgent", json!(cut(&f.user_agent, 2000)));
+    store.logs().push(Entry {
+        facts,
+        created: chrono::Utc::now(),
+        level,
+        log_ip: s.log_ip,
+        log_auth_id: s.log_auth_id,
+        data_max: usize::try_from(s.max_data_size)
+            .ok()
+            .filter(|&m| m > 0)
+            .unwrap_or(DATA_MAX_DEFAULT),
+    });
+}
+
+/// The `_logs` row of a queued request, as PocketBase writes it: an id in its format (from
+/// `ids`, ascending), `data` with its keys in Go's (sorted) map order cut at `maxDataSize`, the
+/// message `METHOD unescaped-uri`.
+pub(crate) fn row(e: Entry, ids: &mut Ascending) -> NewLog {
+    let f = e.facts;
+    let upper = f.method.to_uppercase();
+    let method = cut_chars(&upper, 50);
+    let uri = cut_chars(&f.uri, 3000);
+    let mut data = Members::default();
     match &f.auth {
         Some((collection, id)) => {
-            data.insert("auth", json!(collection));
-            if s.log_auth_id {
-                data.insert("authId", json!(id));
+            data.put("auth", collection.as_str());
+            if e.log_auth_id {
+                data.put("authId", id.as_str());
             }
         }
-        None => {
-            data.insert("auth", json!(""));
-        }
+        None => data.put("auth", ""),
     }
-    if s.log_ip {
-        data.insert("userIP", json!(f.user_ip));
-        data.insert("remoteIP", json!(f.remote_ip));
+    if let Some((message, details)) = &f.error {
+        data.put("details", details);
+        data.put("error", message.as_str());
     }
-    let text = serde_json::to_string(&data).unwrap_or_else(|_| "{}".into());
-    let max = usize::try_from(s.max_data_size)
-        .ok()
-        .filter(|&m| m > 0)
-        .unwrap_or(DATA_MAX_DEFAULT);
-    let data = if text.len() > max {
-        truncated(&text, max)
+    data.put("execTime", &f.exec_ms);
+    data.put("method", method);
+    data.put("referer", cut_chars(&f.referer, 2000));
+    if e.log_ip {
+        data.put("remoteIP", f.remote_ip.as_str());
+    }
+    data.put("status", &f.status);
+    data.put("type", "request");
+    data.put("url", uri);
+    data.put("userAgent", cut_chars(&f.user_agent, 2000));
+    if e.log_ip {
+        data.put("userIP", f.user_ip.as_str());
+    }
+    let text = data.finish();
+    let data = if text.len() > e.data_max {
+        truncated(&text, e.data_max)
     } else {
         text
     };
-    let mut message = format!("{method} {}", path_unescape(&uri).unwrap_or(uri.clone()));
+    let mut message = match path_unescape(uri) {
+        Some(u) => format!("{method} {u}"),
+        None => format!("{method} {uri}"),
+    };
     if message.len() > MESSAGE_MAX {
         message = cut_bytes(&message, MESSAGE_MAX).to_owned();
     }
-    store.logs().push(NewLog {
-        id: crate::schema::ids::lower_alnum(15),
-        created: crate::schema::ids::now(),
-        level,
+    NewLog {
+        id: ids.next(e.created.timestamp_millis()),
+        created: crate::schema::ids::format_time(e.created),
+        level: e.level,
         message,
         data,
-    });
+    }
+}
+
+/// A JSON object written member by member (the caller keeps the keys in order; they need no
+/// escaping), as serde_json writes the same values.
+#[derive(Default)]
+struct Members(Vec<u8>);
+
+impl Members {
+    fn put(&mut self, key: &str, value: &(impl serde::Serialize + ?Sized)) {
+        self.0.push(if self.0.is_empty() { b'{' } else { b',' });
+        self.0.push(b'"');
+        self.0.extend_from_slice(key.as_bytes());
+        self.0.extend_from_slice(b"\":");
+        if serde_json::to_writer(&mut self.0, value).is_err() {
+            self.0.extend_from_slice(b"null");
+        }
+    }
+
+    fn finish(mut self) -> String {
+        self.0.push(b'}');
+        String::from_utf8(self.0).unwrap_or_else(|_| "{}".into())
+    }
 }
 
 /// At most `n` characters of `s`.
@@ -340,6 +391,79 @@ mod tests {
         // A number cut short is dropped.
         let cut: Value = serde_json::from_str(&truncated(r#"{"a":"x","n":12345}"#, 16)).unwrap();
         assert_eq!(cut, json!({"__pb_truncated__": true, "a": "x"}));
+    }
+
+    fn entry(error: Option<(String, Value)>, auth: bool, log_ip: bool, data_max: usize) -> Entry {
+        Entry {
+            facts: RequestFacts {
+                method: "patch".into(),
+                uri: "/api/x%20y?q=\"é\"\\".into(),
+                status: 400,
+                exec_ms: 1.25,
+                referer: "http://a/\u{1}".into(),
+                user_agent: "curl/8 <ü>".into(),
+                auth: auth.then(|| ("users".into(), "abc".into())),
+                user_ip: "10.0.0.1".into(),
+                remote_ip: "127.0.0.1".into(),
+                error,
+            },
+            created: chrono::Utc::now(),
+            level: 8,
+            log_ip,
+            log_auth_id: true,
+            data_max,
+        }
+    }
+
+    #[test]
+    fn data_is_the_sorted_object_serde_json_writes() {
+        let details =
+            json!({"title": {"code": "validation_required", "message": "Cannot be blank."}});
+        for error in [
+            None,
+            Some(("Bad.".to_owned(), details)),
+            Some(("x".into(), Value::Null)),
+        ] {
+            for (auth, log_ip) in [(false, false), (true, true), (true, false)] {
+                let e = entry(error.clone(), auth, log_ip, 16 << 10);
+                let f = &e.facts;
+                let mut want = std::collections::BTreeMap::<&str, Value>::new();
+                want.insert("type", json!("request"));
+                want.insert("execTime", json!(f.exec_ms));
+                if let Some((m, d)) = &f.error {
+                    want.insert("error", json!(m));
+                    want.insert("details", d.clone());
+                }
+                want.insert("url", json!(f.uri));
+                want.insert("method", json!("PATCH"));
+                want.insert("status", json!(f.status));
+                want.insert("referer", json!(f.referer));
+                want.insert("userAgent", json!(f.user_agent));
+                want.insert("auth", json!(if auth { "users" } else { "" }));
+                if auth {
+                    want.insert("authId", json!("abc"));
+                }
+                if log_ip {
+                    want.insert("userIP", json!(f.user_ip));
+                    want.insert("remoteIP", json!(f.remote_ip));
+                }
+                let r = row(e, &mut Ascending::default());
+                assert_eq!(r.data, serde_json::to_string(&want).unwrap());
+                assert_eq!(r.message, "PATCH /api/x y?q=\"é\"\\");
+                assert_eq!(r.level, 8);
+                assert!(
+                    r.id.len() == 15
+                        && r.id
+                            .bytes()
+                            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+                );
+            }
+        }
+        // Past maxDataSize the object is cut and flagged.
+        let cut: Value =
+            serde_json::from_str(&row(entry(None, true, true, 40), &mut Ascending::default()).data)
+                .unwrap();
+        assert_eq!(cut["__pb_truncated__"], json!(true));
     }
 
     #[test]

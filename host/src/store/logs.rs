@@ -1,19 +1,25 @@
-//! The request logs' table `_logs` in `auxiliary.db`: a thread of its own that inserts rows in
-//! batches on its own connection (never the main writer's, never on a request's path), and the
-//! reads and deletes of the logs API on a second connection.
+//! The request logs' table `_logs` in `auxiliary.db`: a thread of its own that builds queued
+//! requests' rows and inserts them in batches on its own connection (never the main writer's,
+//! never on a request's path), and the reads and deletes of the logs API on a second connection.
 
 use super::{Result, StoreConfig, StoreError, configure};
+use crate::logs::Entry;
 use crate::query::Select;
 use rusqlite::{Connection, ToSql};
 use std::path::Path;
-use std::sync::Mutex;
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
-/// Rows waiting for the log thread; past this, new rows are dropped (and counted) rather than
-/// holding memory or a request.
+/// Requests waiting for the log thread; past this, new ones are dropped (and counted) rather
+/// than holding memory or a request.
 const QUEUE_ROWS: usize = 20_000;
-/// Rows inserted in one transaction at most.
-const BATCH_ROWS: usize = 200;
+/// The log thread is woken when this many requests wait...
+const BATCH_ROWS: usize = 1_000;
+/// ...or this long after the first of them was queued, whichever comes first. Requests never
+/// wake it otherwise: a wake-up per row costs a busy server more than the row itself.
+const FLUSH_AFTER: Duration = Duration::from_millis(200);
 
 /// One row as it is written.
 pub(crate) struct NewLog {
@@ -35,11 +41,37 @@ pub(crate) struct LogRow {
 }
 
 pub(crate) struct LogDb {
-    queue: SyncSender<NewLog>,
+    queue: Arc<Queue>,
+    thread: Mutex<Option<JoinHandle<()>>>,
     read: Mutex<Connection>,
-    dropped: std::sync::atomic::AtomicU64,
+    dropped: AtomicU64,
 }
 
+/// The requests waiting for the log thread, and its wake-up.
+#[derive(Default)]
+struct Queue {
+    state: Mutex<Waiting>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct Waiting {
+    entries: Vec<Entry>,
+    /// The log thread sleeps until a first entry arrives (else it is writing, or waiting for
+    /// a batch to fill up until its time is up).
+    idle: bool,
+    /// The store is closing: write what is queued and stop.
+    closed: bool,
+}
+
+impl Queue {
+    fn lock(&self) -> MutexGuard<'_, Waiting> {
+        // A panic while holding the lock leaves plain data behind: keep going with it.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
 const COLUMNS: &str =
     "`_logs`.`id`, `_logs`.`created`, `_logs`.`level`, `_logs`.`message`, `_logs`.`data`";
 
@@ -50,27 +82,51 @@ impl LogDb {
         configure(&writer, cfg, true)?;
         let read = Connection::open(path)?;
         configure(&read, cfg, false)?;
-        let (queue, rx) = sync_channel::<NewLog>(QUEUE_ROWS);
-        std::thread::Builder::new()
+        let queue = Arc::new(Queue::default());
+        let q = Arc::clone(&queue);
+        let thread = std::thread::Builder::new()
             .name("ferrobase-logs".into())
             .stack_size(crate::THREAD_STACK_BYTES)
-            .spawn(move || write_loop(&writer, &rx))?;
+            .spawn(move || {
+                crate::batch_thread();
+                write_loop(&writer, &q);
+            })?;
         Ok(Self {
             queue,
+            thread: Mutex::new(Some(thread)),
             read: Mutex::new(read),
-            dropped: std::sync::atomic::AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
         })
     }
 
-    /// Queue a row; never blocks (a full queue drops it).
-    pub(crate) fn push(&self, row: NewLog) {
-        if let Err(TrySendError::Full(_)) = self.queue.try_send(row) {
-            let n = self
-                .dropped
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    /// Queue a finished request's row; never blocks on the log thread (a full queue drops it).
+    /// Wakes the thread only for the first entry while it sleeps and for a full batch.
+    pub(crate) fn push(&self, entry: Entry) {
+        let mut w = self.queue.lock();
+        if w.entries.len() >= QUEUE_ROWS || w.closed {
+            drop(w);
+            let n = self.dropped.fetch_add(1, Ordering::Relaxed);
             if n.is_power_of_two() {
                 tracing::warn!(dropped = n + 1, "request log queue full: rows dropped");
             }
+            return;
+        }
+        w.entries.push(entry);
+        let n = w.entries.len();
+        let wake = (n == 1 && w.idle) || n == BATCH_ROWS;
+        drop(w);
+        if wake {
+            self.queue.wake.notify_one();
+        }
+    }
+
+    /// Write what is queued and stop the log thread (the store is closing).
+    pub(crate) fn close(&self) {
+        self.queue.lock().closed = true;
+        self.queue.wake.notify_one();
+        let handle = self.thread.lock().ok().and_then(|mut t| t.take());
+        if let Some(h) = handle {
+            let _ = h.join();
         }
     }
 
@@ -150,6 +206,12 @@ impl LogDb {
     }
 }
 
+impl Drop for LogDb {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
 /// `FROM _logs` with the statement's joins and WHERE.
 fn from_where(sel: &Select) -> String {
     let mut sql = format!("FROM `_logs`{}", sel.joins);
@@ -175,33 +237,98 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<LogRow> {
     })
 }
 
-/// Wait for a row, then insert it with every row already queued (up to a batch) in one
-/// transaction; ends when the store is dropped.
-fn write_loop(conn: &Connection, rx: &Receiver<NewLog>) {
-    while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        while batch.len() < BATCH_ROWS {
-            match rx.try_recv() {
-                Ok(r) => batch.push(r),
-                Err(_) => break,
-            }
+/// Wait for a first entry, then up to `FLUSH_AFTER` for a batch to fill up; build the rows of
+/// what is queued and insert them, a batch per transaction. Ends when the store closes, after
+/// writing what was queued.
+fn write_loop(conn: &Connection, queue: &Queue) {
+    let mut taken = Vec::new();
+    let mut ids = crate::schema::ids::Ascending::default();
+    loop {
+        let mut w = queue.lock();
+        while w.entries.is_empty() && !w.closed {
+            w.idle = true;
+            w = queue
+                .wake
+                .wait(w)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            w.idle = false;
         }
-        if let Err(e) = insert(conn, &batch) {
-            tracing::warn!(error = %e, rows = batch.len(), "request logs not written");
+        let due = Instant::now() + FLUSH_AFTER;
+        while w.entries.len() < BATCH_ROWS && !w.closed {
+            let left = due.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            w = queue
+                .wake
+                .wait_timeout(w, left)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
+        }
+        std::mem::swap(&mut w.entries, &mut taken);
+        let closed = w.closed;
+        drop(w);
+        let mut rows = Vec::with_capacity(BATCH_ROWS.min(taken.len()));
+        let mut entries = taken.drain(..);
+        loop {
+            rows.extend(
+                entries
+                    .by_ref()
+                    .take(BATCH_ROWS)
+                    .map(|e| crate::logs::row(e, &mut ids)),
+            );
+            if rows.is_empty() {
+                break;
+            }
+            if let Err(e) = insert(conn, &rows) {
+                tracing::warn!(error = %e, rows = rows.len(), "request logs not written");
+            }
+            rows.clear();
+        }
+        drop(entries);
+        if closed && queue.lock().entries.is_empty() {
+            return;
         }
     }
 }
 
+/// Rows per INSERT statement (each row binds 5 parameters).
+const ROWS_PER_INSERT: usize = 50;
+
 fn insert(conn: &Connection, batch: &[NewLog]) -> rusqlite::Result<()> {
     let tx = conn.unchecked_transaction()?;
     {
-        let mut stmt = tx.prepare_cached(
-            "INSERT INTO `_logs` (`id`, `created`, `level`, `message`, `data`) VALUES (?1, ?2, ?3, ?4, ?5)",
-        )?;
-        for r in batch {
+        let mut chunks = batch.chunks_exact(ROWS_PER_INSERT);
+        let mut many = tx.prepare_cached(&insert_sql(ROWS_PER_INSERT))?;
+        for chunk in chunks.by_ref() {
+            let mut p: Vec<&dyn ToSql> = Vec::with_capacity(ROWS_PER_INSERT * 5);
+            for r in chunk {
+                p.extend_from_slice(&[
+                    &r.id as &dyn ToSql,
+                    &r.created,
+                    &r.level,
+                    &r.message,
+                    &r.data,
+                ]);
+            }
+            many.execute(p.as_slice())?;
+        }
+        let mut one = tx.prepare_cached(&insert_sql(1))?;
+        for r in chunks.remainder() {
             let p: [&dyn ToSql; 5] = [&r.id, &r.created, &r.level, &r.message, &r.data];
-            stmt.execute(p.as_slice())?;
+            one.execute(p.as_slice())?;
         }
     }
     tx.commit()
+}
+
+/// `INSERT INTO _logs ...` of `rows` rows.
+fn insert_sql(rows: usize) -> String {
+    let mut sql = String::from(
+        "INSERT INTO `_logs` (`id`, `created`, `level`, `message`, `data`) VALUES (?, ?, ?, ?, ?)",
+    );
+    for _ in 1..rows {
+        sql.push_str(", (?, ?, ?, ?, ?)");
+    }
+    sql
 }

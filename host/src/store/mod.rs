@@ -780,8 +780,10 @@ impl Store {
             .await
     }
 
-    /// Stop the writer after the queued jobs ran, and checkpoint the WAL.
+    /// Stop the writer after the queued jobs ran, and checkpoint the WAL; write the queued
+    /// request logs.
     pub(crate) fn close(&self) {
+        self.logs.close();
         if let Ok(mut w) = self.writer.lock() {
             w.take();
         }
@@ -811,6 +813,56 @@ mod tests {
             busy_timeout_ms: 10_000,
             n_readers: 2,
         }
+    }
+
+    #[test]
+    fn queued_request_logs_are_all_written_by_the_close() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &cfg()).unwrap();
+        let facts = |i: usize| crate::logs::RequestFacts {
+            method: "get".into(),
+            uri: format!("/api/health?i={i}"),
+            status: 200,
+            exec_ms: 0.5,
+            referer: String::new(),
+            user_agent: "t".into(),
+            auth: None,
+            user_ip: "127.0.0.1".into(),
+            remote_ip: "127.0.0.1".into(),
+            error: None,
+        };
+        let logs = crate::settings::Logs::default();
+        // More than two full batches (and one statement's worth more): the rest waits for its
+        // time or the close.
+        for i in 0..2_077 {
+            crate::logs::record(&store, &logs, facts(i));
+        }
+        // Below minLevel: never queued.
+        let quiet = crate::settings::Logs {
+            min_level: 1,
+            ..logs
+        };
+        crate::logs::record(&store, &quiet, facts(9_999));
+        store.close();
+        let conn = Connection::open(dir.path().join("auxiliary.db")).unwrap();
+        let (n, ids, ordered): (i64, i64, i64) = conn
+            .query_row(
+                "SELECT COUNT(*), COUNT(DISTINCT id), \
+                 (SELECT COUNT(*) FROM _logs a JOIN _logs b ON b.rowid = a.rowid + 1 WHERE b.id > a.id) \
+                 FROM _logs",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+        assert_eq!((n, ids, ordered), (2_077, 2_077, 2_076));
+        let last: String = conn
+            .query_row(
+                "SELECT message FROM _logs ORDER BY rowid DESC LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(last, "GET /api/health?i=2076");
     }
 
     #[test]
