@@ -13,6 +13,10 @@ use std::sync::Arc;
 /// A future that resolves when the process is asked to stop (SIGTERM, Ctrl-C).
 pub(crate) type StopSignal = fn() -> Pin<Box<dyn Future<Output = ()> + Send>>;
 
+/// Re-read pb.toml (and apply what lives outside the server, the log level): the new
+/// configuration, or why the file is refused (then nothing was applied).
+pub(crate) type Reload = Box<dyn Fn() -> Result<Config, String> + Send + Sync>;
+
 /// Serve on `listener` until `stop` turns true: the binary's and the in-process test server's
 /// loop. Each generation of the server runs on a runtime of its own; when a restore is asked
 /// for, the generation stops (in-flight requests drain, realtime streams close), its runtime is
@@ -20,13 +24,22 @@ pub(crate) type StopSignal = fn() -> Pin<Box<dyn Future<Output = ()> + Send>>;
 /// swapped for the restored ones and a new generation opens them, in this process, on the same
 /// listening socket (connections wait in its backlog meanwhile). A restored directory that does
 /// not open is swapped back out. `signal`, when given, sets `stop` when it resolves.
+///
+/// With `reload`, SIGHUP re-reads pb.toml: a file that does not load leaves everything as it is
+/// (the error is logged); a valid one ends the generation the same way and the next one runs
+/// on it, the listening address and the data directory excepted (they need a restart, and the
+/// log says so). Realtime clients reconnect, as they do after PocketBase restarts.
 pub(crate) fn serve_generations(
-    cfg: Arc<Config>,
+    mut cfg: Arc<Config>,
     store: Arc<Store>,
     listener: std::net::TcpListener,
     stop: Arc<tokio::sync::watch::Sender<bool>>,
     signal: Option<StopSignal>,
+    reload: Option<Reload>,
 ) -> Result<(), String> {
+    let reload = reload.map(Arc::new);
+    let reloaded: Arc<std::sync::Mutex<Option<Config>>> = Arc::default();
+    let reload_ready = Arc::new(tokio::sync::Notify::new());
     let dir = cfg.store.dir.clone();
     let backups = Arc::new(Backups::open(&dir));
     let _lock = match crate::backups::lock(&dir) {
@@ -48,6 +61,11 @@ pub(crate) fn serve_generations(
         let rt = runtime().map_err(|e| e.to_string())?;
         let socket = listener.try_clone().map_err(|e| e.to_string())?;
         let (c, b, st) = (Arc::clone(&cfg), Arc::clone(&backups), Arc::clone(&stop));
+        let (rl, slot, ready) = (
+            reload.clone(),
+            Arc::clone(&reloaded),
+            Arc::clone(&reload_ready),
+        );
         let served = rt.block_on(async move {
             if let Some(signal) = signal {
                 let st = Arc::clone(&st);
@@ -56,6 +74,9 @@ pub(crate) fn serve_generations(
                     st.send_replace(true);
                 });
             }
+            if let Some(rl) = rl {
+                spawn_reload_on_hangup(rl, slot, Arc::clone(&ready));
+            }
             let socket = tokio::net::TcpListener::from_std(socket)?;
             let mut stopped = st.subscribe();
             let waiting = Arc::clone(&b);
@@ -63,6 +84,7 @@ pub(crate) fn serve_generations(
                 tokio::select! {
                     _ = stopped.wait_for(|s| *s) => {},
                     () = waiting.restore_requested() => {},
+                    () = ready.notified() => {},
                 }
             };
             serve(c, Arc::clone(&current), socket, shutdown, b).await?;
@@ -73,8 +95,24 @@ pub(crate) fn serve_generations(
         if *stop.borrow() {
             return Ok(());
         }
+        let pending_config = reloaded.lock().ok().and_then(|mut c| c.take());
         let Some(prepared) = backups.take_pending() else {
-            return Ok(());
+            let Some(mut next) = pending_config else {
+                return Ok(());
+            };
+            if next.http.addr != cfg.http.addr {
+                tracing::warn!(kept = %cfg.http.addr, asked = %next.http.addr, "http.addr needs a restart to change");
+                next.http.addr.clone_from(&cfg.http.addr);
+            }
+            if next.store.dir != cfg.store.dir {
+                tracing::warn!(kept = %cfg.store.dir.display(), "the data directory needs a restart to change");
+                next.store.dir.clone_from(&cfg.store.dir);
+            }
+            drop(closed);
+            cfg = Arc::new(next);
+            store = Some(open_store(&cfg)?);
+            tracing::info!("pb.toml reloaded; serving with it");
+            continue;
         };
         if Arc::strong_count(&closed) > 1 {
             tracing::warn!("the previous store is still referenced while the data is swapped");
@@ -153,6 +191,35 @@ pub(crate) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
         // extra reservation costs address space, not memory.
         .thread_stack_size(crate::THREAD_STACK_BYTES)
         .build()
+}
+
+/// On each SIGHUP, re-read pb.toml; a valid file is handed to the generation loop (which ends
+/// this generation), an invalid one is logged and changes nothing.
+fn spawn_reload_on_hangup(
+    reload: Arc<Reload>,
+    slot: Arc<std::sync::Mutex<Option<Config>>>,
+    ready: Arc<tokio::sync::Notify>,
+) {
+    tokio::spawn(async move {
+        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        else {
+            return;
+        };
+        while hup.recv().await.is_some() {
+            match reload() {
+                Ok(next) => {
+                    if let Ok(mut s) = slot.lock() {
+                        *s = Some(next);
+                    }
+                    ready.notify_one();
+                    return;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "SIGHUP: pb.toml not applied; the running configuration stays");
+                }
+            }
+        }
+    });
 }
 
 /// Serve on `listener` until `shutdown` resolves, then drain in-flight requests (bounded by the

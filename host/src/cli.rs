@@ -98,20 +98,44 @@ enum SuperuserAction {
     Delete { email: String },
 }
 
+/// Sets the log level of the running process (SIGHUP applies pb.toml's); unset when RUST_LOG
+/// decides the level.
+type SetLevel = Box<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
+static SET_LOG_LEVEL: std::sync::OnceLock<SetLevel> = std::sync::OnceLock::new();
+
 fn init_tracing(log: &crate::config::LogConfig) {
     use std::io::IsTerminal as _;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&log.level));
+    use tracing_subscriber::EnvFilter;
+    let from_env = EnvFilter::try_from_default_env().ok();
+    let fixed = from_env.is_some();
+    let filter = from_env.unwrap_or_else(|| EnvFilter::new(&log.level));
     let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = match log.format {
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter);
+    let set: Option<SetLevel> = match log.format {
         // Colour codes only for a person at a terminal: in a file or journald they are noise.
-        crate::config::LogFormat::Text => builder
-            .with_ansi(std::io::stderr().is_terminal())
-            .try_init(),
-        crate::config::LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        crate::config::LogFormat::Text => {
+            let b = builder
+                .with_ansi(std::io::stderr().is_terminal())
+                .with_filter_reloading();
+            let h = b.reload_handle();
+            b.try_init().ok().map(|()| {
+                Box::new(move |l: &str| h.reload(EnvFilter::new(l)).map_err(|e| e.to_string()))
+                    as SetLevel
+            })
+        }
+        crate::config::LogFormat::Json => {
+            let b = builder.json().flatten_event(true).with_filter_reloading();
+            let h = b.reload_handle();
+            b.try_init().ok().map(|()| {
+                Box::new(move |l: &str| h.reload(EnvFilter::new(l)).map_err(|e| e.to_string()))
+                    as SetLevel
+            })
+        }
     };
+    if let Some(set) = set.filter(|_| !fixed) {
+        let _ = SET_LOG_LEVEL.set(set);
+    }
 }
 
 async fn shutdown_signal() {
@@ -139,6 +163,19 @@ fn try_run() -> anyhow::Result<()> {
     if let Some(Command::Plugin { action }) = &cli.command {
         return plugin(action);
     }
+    let overrides = overrides(&cli);
+    let cfg = Config::load(&overrides).map_err(anyhow::Error::msg)?;
+    init_tracing(&cfg.log);
+    match cli.command {
+        Some(Command::Superuser { action }) => superuser(&cfg, action),
+        Some(Command::Plugin { action }) => plugin(&action),
+        Some(Command::Backup { action }) => backup(&cfg, action),
+        None | Some(Command::Serve { .. }) => serve(cfg, overrides),
+    }
+}
+
+/// What the command line (and its environment) says over pb.toml.
+fn overrides(cli: &Cli) -> Overrides {
     let http = match &cli.command {
         Some(Command::Serve { http, .. }) => http.clone(),
         _ => None,
@@ -147,23 +184,15 @@ fn try_run() -> anyhow::Result<()> {
         Some(Command::Serve { plugins_dir, .. }) => plugins_dir.clone(),
         _ => None,
     };
-    let cfg = Config::load(&Overrides {
+    Overrides {
         config: cli.config.clone(),
         http,
         dir: cli.dir.clone(),
         plugins_dir,
-    })
-    .map_err(anyhow::Error::msg)?;
-    init_tracing(&cfg.log);
-    match cli.command {
-        Some(Command::Superuser { action }) => superuser(&cfg, action),
-        Some(Command::Plugin { action }) => plugin(&action),
-        Some(Command::Backup { action }) => backup(&cfg, action),
-        None | Some(Command::Serve { .. }) => serve(cfg),
     }
 }
 
-fn serve(cfg: Config) -> anyhow::Result<()> {
+fn serve(cfg: Config, overrides: Overrides) -> anyhow::Result<()> {
     let cfg = Arc::new(cfg);
     let store = app::open_store(&cfg).map_err(anyhow::Error::msg)?;
     let listener = std::net::TcpListener::bind(&cfg.http.addr)?;
@@ -176,6 +205,14 @@ fn serve(cfg: Config) -> anyhow::Result<()> {
         listener,
         Arc::new(stop),
         Some(|| Box::pin(shutdown_signal())),
+        Some(Box::new(move || {
+            // Loaded and validated whole before anything is applied.
+            let next = Config::load(&overrides)?;
+            if let Some(set) = SET_LOG_LEVEL.get() {
+                set(&next.log.level)?;
+            }
+            Ok(next)
+        })),
     )
     .map_err(anyhow::Error::msg)
 }

@@ -66,3 +66,79 @@ fn a_bad_value_in_pb_toml_stops_the_start_with_its_key_and_line() {
         "nothing opened or created before the config is read"
     );
 }
+
+#[test]
+fn sighup_applies_a_valid_pb_toml_and_keeps_running_on_a_broken_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("pb.toml");
+    std::fs::write(&cfg, "[limits]\npage_size_default = 30\n").unwrap();
+    let data = dir.path().join("pb_data");
+    let addr = format!("127.0.0.1:{}", crate::common::free_port());
+    let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
+    let mut child = std::process::Command::new(ferrobase_bin())
+        .current_dir(dir.path())
+        .env_remove("RUST_LOG")
+        .args(["serve", "--http", &addr, "--config"])
+        .arg(&cfg)
+        .arg("--dir")
+        .arg(&data)
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(std::time::Duration::from_secs(10)))
+        .build()
+        .into();
+    // The default page size, as the public superusers-only list of `users` reports it.
+    let per_page = || -> Option<i64> {
+        let mut r = agent
+            .get(format!("http://{addr}/api/collections/users/records"))
+            .call()
+            .ok()?;
+        let v: Value = serde_json::from_str(&r.body_mut().read_to_string().ok()?).ok()?;
+        v["perPage"].as_i64()
+    };
+    let wait_for = |want: i64| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while per_page() != Some(want) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "perPage never became {want}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    };
+    let hup = || {
+        let st = std::process::Command::new("kill")
+            .args(["-HUP", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    };
+    wait_for(30);
+    std::fs::write(&cfg, "[limits]\npage_size_default = 7\n").unwrap();
+    hup();
+    wait_for(7);
+    // A broken file: nothing changes, the server keeps serving, the error is in the log.
+    std::fs::write(&cfg, "[limits]\npage_size_default = \"many\"\n").unwrap();
+    hup();
+    let log_path = dir.path().join("server.log");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !std::fs::read_to_string(&log_path)
+        .unwrap()
+        .contains("pb.toml not applied")
+    {
+        assert!(std::time::Instant::now() < deadline, "no error logged");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(per_page(), Some(7));
+    let log_text = std::fs::read_to_string(&log_path).unwrap();
+    assert!(log_text.contains("page_size_default"), "{log_text}");
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let st = child.wait().unwrap();
+    assert!(st.success(), "{st}");
+}
