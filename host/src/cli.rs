@@ -112,26 +112,23 @@ fn init_tracing(log: &crate::config::LogConfig) {
     let builder = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(filter);
+    // The two formats are two builder types: install either with a handle to its filter.
+    macro_rules! install {
+        ($builder:expr) => {{
+            let b = $builder.with_filter_reloading();
+            let h = b.reload_handle();
+            b.try_init().ok().map(|()| {
+                Box::new(move |l: &str| h.reload(EnvFilter::new(l)).map_err(|e| e.to_string()))
+                    as SetLevel
+            })
+        }};
+    }
     let set: Option<SetLevel> = match log.format {
         // Colour codes only for a person at a terminal: in a file or journald they are noise.
         crate::config::LogFormat::Text => {
-            let b = builder
-                .with_ansi(std::io::stderr().is_terminal())
-                .with_filter_reloading();
-            let h = b.reload_handle();
-            b.try_init().ok().map(|()| {
-                Box::new(move |l: &str| h.reload(EnvFilter::new(l)).map_err(|e| e.to_string()))
-                    as SetLevel
-            })
+            install!(builder.with_ansi(std::io::stderr().is_terminal()))
         }
-        crate::config::LogFormat::Json => {
-            let b = builder.json().flatten_event(true).with_filter_reloading();
-            let h = b.reload_handle();
-            b.try_init().ok().map(|()| {
-                Box::new(move |l: &str| h.reload(EnvFilter::new(l)).map_err(|e| e.to_string()))
-                    as SetLevel
-            })
-        }
+        crate::config::LogFormat::Json => install!(builder.json().flatten_event(true)),
     };
     if let Some(set) = set.filter(|_| !fixed) {
         let _ = SET_LOG_LEVEL.set(set);

@@ -153,16 +153,10 @@ pub(super) async fn finish_auth(
     fields: &Option<FieldsFilter>,
     token: Option<String>,
 ) -> ApiResult<Response> {
-    if c.id == crate::schema::SUPERUSERS_ID {
-        let settings = state.settings.current();
-        if !settings.superuser_ips.is_empty()
-            && !crate::settings::ip_in_list(
-                &settings.superuser_ips,
-                &super::client_ip(&settings, &head.headers, &head.extensions),
-            )
-        {
-            return Err(ApiError::new(StatusCode::FORBIDDEN, MSG_NOT_ALLOWED));
-        }
+    if c.id == crate::schema::SUPERUSERS_ID
+        && !super::superuser_ip_allowed(state, &head.headers, &head.extensions)
+    {
+        return Err(ApiError::new(StatusCode::FORBIDDEN, MSG_NOT_ALLOWED));
     }
     crate::records::auth_rule_allows(&state.store, c, &row).await?;
     if let Some(mfa_id) = super::auth_flows::check_mfa(state, head, c, &row, method, data).await? {

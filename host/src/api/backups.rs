@@ -129,12 +129,8 @@ pub(crate) async fn create(
 pub(crate) async fn upload(State(state): State<Shared>, request: Request) -> ApiResult<Response> {
     let (head, body) = request.into_parts();
     // Checked here rather than by the extractor, to read a refused upload's first bytes first.
-    let refused = match super::caller(&state, &head.headers).await {
-        None => Some(ApiError::requires_auth()),
-        Some(c) if !c.is_superuser() => Some(ApiError::forbidden_record()),
-        Some(_) => None,
-    };
-    if let Some(e) = refused.or_else(|| local_only(&state).err()) {
+    let allowed = super::extract::superuser_only(&state, &head.headers).await;
+    if let Err(e) = allowed.and_then(|()| local_only(&state)) {
         body::discard(body, REFUSED_BODY_READ).await;
         return Err(e);
     }
@@ -202,17 +198,10 @@ pub(crate) async fn download(
             .await
             .map(|(who, _)| who),
     };
-    if !who.is_some_and(|w| w.is_superuser()) {
-        return Err(ApiError::new(StatusCode::FORBIDDEN, MSG_NO_ACCESS));
-    }
+    if !who.is_some_and(|w| w.is_superuser())
+        || !super::superuser_ip_allowed(&state, &head.headers, &head.extensions)
     {
-        let settings = state.settings.peek();
-        if !settings.superuser_ips.is_empty() {
-            let ip = super::client_ip(&settings, &head.headers, &head.extensions);
-            if !crate::settings::ip_in_list(&settings.superuser_ips, &ip) {
-                return Err(ApiError::new(StatusCode::FORBIDDEN, MSG_NO_ACCESS));
-            }
-        }
+        return Err(ApiError::new(StatusCode::FORBIDDEN, MSG_NO_ACCESS));
     }
     local_only(&state)?;
     let path = state.backups.path(&key).ok_or_else(ApiError::not_found)?;

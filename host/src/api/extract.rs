@@ -13,10 +13,21 @@ impl FromRequestParts<Shared> for Superuser {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &Shared) -> Result<Self, ApiError> {
-        match caller(state, &parts.headers).await {
-            None => Err(ApiError::requires_auth()),
-            Some(c) if !c.is_superuser() => Err(ApiError::forbidden_record()),
-            Some(_) => Ok(Superuser),
-        }
+        superuser_only(state, &parts.headers)
+            .await
+            .map(|()| Superuser)
+    }
+}
+
+/// PocketBase's answer to a request that only superusers may make: 401 without a token, 403
+/// with one that is not a superuser's. For handlers that must read the body before refusing.
+pub(crate) async fn superuser_only(
+    state: &Shared,
+    headers: &axum::http::HeaderMap,
+) -> Result<(), ApiError> {
+    match caller(state, headers).await {
+        None => Err(ApiError::requires_auth()),
+        Some(c) if !c.is_superuser() => Err(ApiError::forbidden_record()),
+        Some(_) => Ok(()),
     }
 }

@@ -100,14 +100,10 @@ pub(crate) async fn download(
                 .await
                 .map(|(who, _)| who),
         };
-        if who.as_ref().is_some_and(records::Caller::is_superuser) {
-            let settings = state.settings.peek();
-            if !settings.superuser_ips.is_empty() {
-                let ip = super::client_ip(&settings, &head.headers, &head.extensions);
-                if !crate::settings::ip_in_list(&settings.superuser_ips, &ip) {
-                    who = None;
-                }
-            }
+        if who.as_ref().is_some_and(records::Caller::is_superuser)
+            && !super::superuser_ip_allowed(&state, &head.headers, &head.extensions)
+        {
+            who = None;
         }
         let mut access = Access::request(
             who.as_ref(),

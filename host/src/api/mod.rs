@@ -228,6 +228,21 @@ pub(crate) fn request_ip(state: &AppState, head: &axum::http::request::Parts) ->
     client_ip(&state.settings.peek(), &head.headers, &head.extensions)
 }
 
+/// Whether the request's client may act as a superuser under `superuserIPs` (always while the
+/// list is empty, which costs one load).
+pub(crate) fn superuser_ip_allowed(
+    state: &AppState,
+    headers: &HeaderMap,
+    extensions: &axum::http::Extensions,
+) -> bool {
+    let settings = state.settings.peek();
+    settings.superuser_ips.is_empty()
+        || crate::settings::ip_in_list(
+            &settings.superuser_ips,
+            &client_ip(&settings, headers, extensions),
+        )
+}
+
 /// `superuserIPs`: a request carrying a superuser's token from an address outside the list is
 /// refused whatever it asks (PocketBase's 403). Costs nothing while the list is empty.
 async fn superuser_ip_refused(
@@ -235,15 +250,10 @@ async fn superuser_ip_refused(
     headers: &HeaderMap,
     extensions: &axum::http::Extensions,
 ) -> bool {
+    if !headers.contains_key(header::AUTHORIZATION)
+        || superuser_ip_allowed(state, headers, extensions)
     {
-        let settings = state.settings.peek();
-        if settings.superuser_ips.is_empty() || !headers.contains_key(header::AUTHORIZATION) {
-            return false;
-        }
-        let ip = client_ip(&settings, headers, extensions);
-        if crate::settings::ip_in_list(&settings.superuser_ips, &ip) {
-            return false;
-        }
+        return false;
     }
     caller(state, headers)
         .await

@@ -229,7 +229,7 @@ impl Backups {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(BackupError::Missing),
             Err(e) => return Err(e.into()),
         }
-        let _ = fs::remove_file(crate::files::sidecar_of(&path));
+        let _ = fs::remove_file(crate::files::sidecar(&path));
         Ok(())
     }
 

@@ -403,11 +403,7 @@ pub(crate) fn write_sidecar(
 }
 
 /// The sidecar's path of a stored file.
-pub(crate) fn sidecar_of(path: &Path) -> PathBuf {
-    sidecar(path)
-}
-
-fn sidecar(path: &Path) -> PathBuf {
+pub(crate) fn sidecar(path: &Path) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
     s.push(ATTRS_EXT);
     PathBuf::from(s)

@@ -5,7 +5,7 @@
 //! leaves nothing behind; the built-in crons, scheduled backups and their retention; and backups
 //! moving both ways between ferrobase and the reference PocketBase.
 
-use crate::common::{Server, ferrobase_bin, reference_bin};
+use crate::common::{Resp, Server, ferrobase_bin, reference_bin};
 use serde_json::{Value, json};
 use std::io::Write as _;
 use std::path::Path;
@@ -48,6 +48,26 @@ fn titles(s: &Server, su: &str) -> Vec<String> {
         .iter()
         .map(|i| i["title"].as_str().unwrap().to_owned())
         .collect()
+}
+
+/// `POST /api/backups` for the backup `name`.
+fn backup(s: &Server, su: &str, name: &str) -> Resp {
+    s.req(
+        "POST",
+        "/api/backups",
+        Some(su),
+        Some(&json!({"name": name})),
+    )
+}
+
+/// `POST /api/backups/{key}/restore`.
+fn restore(s: &Server, su: &str, key: &str) -> Resp {
+    s.req(
+        "POST",
+        &format!("/api/backups/{key}/restore"),
+        Some(su),
+        None,
+    )
 }
 
 /// The bytes of backup `key`, downloaded with a superuser file token.
@@ -163,12 +183,7 @@ fn a_backup_under_write_load_restores_every_write_acknowledged_before_it() {
         acked.lock().unwrap().len() >= 200
     });
     let before: Vec<String> = acked.lock().unwrap().clone();
-    let r = s.req(
-        "POST",
-        "/api/backups",
-        Some(&su),
-        Some(&json!({"name": "loaded.zip"})),
-    );
+    let r = backup(&s, &su, "loaded.zip");
     assert_eq!(r.status, 204, "{}", r.json);
     std::thread::sleep(Duration::from_millis(200));
     stop.store(true, Ordering::Relaxed);
@@ -250,16 +265,7 @@ fn a_restore_through_the_api_swaps_the_data_and_the_server_goes_on() {
         Some(&json!({"title": "before"})),
     );
     assert_eq!(r.status, 200);
-    assert_eq!(
-        s.req(
-            "POST",
-            "/api/backups",
-            Some(&su),
-            Some(&json!({"name": "snap.zip"}))
-        )
-        .status,
-        204
-    );
+    assert_eq!(backup(&s, &su, "snap.zip").status, 204);
     let r = s.req(
         "POST",
         "/api/collections/posts/records",
@@ -267,7 +273,7 @@ fn a_restore_through_the_api_swaps_the_data_and_the_server_goes_on() {
         Some(&json!({"title": "after"})),
     );
     assert_eq!(r.status, 200);
-    let r = s.req("POST", "/api/backups/snap.zip/restore", Some(&su), None);
+    let r = restore(&s, &su, "snap.zip");
     assert_eq!(r.status, 204, "{}", r.json);
     eventually("the restored data served", Duration::from_secs(30), || {
         let r = s.req(
@@ -321,7 +327,7 @@ fn a_restore_through_the_api_swaps_the_data_and_the_server_goes_on() {
     );
     assert_eq!(r.status, 200, "{}", r.json);
     // A missing backup is PocketBase's 400.
-    let r = s.req("POST", "/api/backups/nope.zip/restore", Some(&su), None);
+    let r = restore(&s, &su, "nope.zip");
     assert_eq!(
         (r.status, r.json["message"].as_str()),
         (400, Some("Missing or invalid backup file."))
@@ -356,16 +362,7 @@ fn broken_foreign_and_unsafe_archives_are_refused_and_nothing_changes() {
         Some(&su),
         Some(&json!({"title": "kept"})),
     );
-    assert_eq!(
-        s.req(
-            "POST",
-            "/api/backups",
-            Some(&su),
-            Some(&json!({"name": "good.zip"}))
-        )
-        .status,
-        204
-    );
+    assert_eq!(backup(&s, &su, "good.zip").status, 204);
     let good = download(&s, &su, "good.zip");
     let good_db = {
         let mut a = zip::ZipArchive::new(std::io::Cursor::new(good.clone())).unwrap();
@@ -416,12 +413,7 @@ fn broken_foreign_and_unsafe_archives_are_refused_and_nothing_changes() {
     ];
     for (name, bytes) in &cases {
         assert_eq!(upload(&s, &su, name, bytes), 204, "{name} uploaded");
-        let r = s.req(
-            "POST",
-            &format!("/api/backups/{name}/restore"),
-            Some(&su),
-            None,
-        );
+        let r = restore(&s, &su, name);
         assert_eq!(
             (r.status, r.json["message"].as_str()),
             (400, Some("Missing or invalid backup file.")),
@@ -439,7 +431,7 @@ fn broken_foreign_and_unsafe_archives_are_refused_and_nothing_changes() {
         );
     }
     // The good one still restores after all those refusals.
-    let r = s.req("POST", "/api/backups/good.zip/restore", Some(&su), None);
+    let r = restore(&s, &su, "good.zip");
     assert_eq!(r.status, 204, "{}", r.json);
 }
 
@@ -553,16 +545,7 @@ fn built_in_crons_are_listed_run_and_scheduled_backups_keep_cron_max_keep() {
         "{k:?}"
     );
     // A backup made by hand is never pruned.
-    assert_eq!(
-        s.req(
-            "POST",
-            "/api/backups",
-            Some(&su),
-            Some(&json!({"name": "mine.zip"}))
-        )
-        .status,
-        204
-    );
+    assert_eq!(backup(&s, &su, "mine.zip").status, 204);
     s.req("POST", "/api/crons/__pbAutoBackup__", Some(&su), None);
     std::thread::sleep(Duration::from_millis(1100));
     eventually("pruned again", Duration::from_secs(30), || {
@@ -595,12 +578,7 @@ fn backups_move_both_ways_between_ferrobase_and_the_reference() {
             Some(&json!({"title": t})),
         );
         assert_eq!(r.status, 200);
-        let r = s.req(
-            "POST",
-            "/api/backups",
-            Some(su),
-            Some(&json!({"name": "x.zip"})),
-        );
+        let r = backup(s, su, "x.zip");
         assert_eq!(r.status, 204);
     }
     let (pb_zip, fb_zip) = (
@@ -609,12 +587,7 @@ fn backups_move_both_ways_between_ferrobase_and_the_reference() {
     );
     // PocketBase's backup restored by ferrobase.
     assert_eq!(upload(&fb, &fb_su, "from_pb.zip", &pb_zip), 204);
-    let r = fb.req(
-        "POST",
-        "/api/backups/from_pb.zip/restore",
-        Some(&fb_su),
-        None,
-    );
+    let r = restore(&fb, &fb_su, "from_pb.zip");
     assert_eq!(r.status, 204, "{}", r.json);
     eventually(
         "ferrobase on PocketBase's backup",
@@ -627,12 +600,7 @@ fn backups_move_both_ways_between_ferrobase_and_the_reference() {
     // user moving data in removes such migrations too.
     std::fs::remove_dir_all(pb.data_dir().parent().unwrap().join("pb_migrations")).unwrap();
     assert_eq!(upload(&pb, &pb_su, "from_fb.zip", &fb_zip), 204);
-    let r = pb.req(
-        "POST",
-        "/api/backups/from_fb.zip/restore",
-        Some(&pb_su),
-        None,
-    );
+    let r = restore(&pb, &pb_su, "from_fb.zip");
     assert_eq!(r.status, 204, "{}", r.json);
     eventually(
         "PocketBase on ferrobase's backup",
