@@ -5,6 +5,7 @@
 # one with componentize-js from npm); the deploy checks (scripts/deploy-check.sh, with shellcheck,
 # systemd, strace and Caddy from apt); the reference PocketBase into .venv-ref (for the pb_data
 # compatibility and differential tests); moto's S3 server into .venv-moto (the S3 storage tests);
+# Python's prometheus_client into .venv-prom (its strict parser reads the metrics in a test);
 # every Rust test (the plugin tests load the built plugins); then the PocketBase conformance suite from
 # ../shared/conformance when it exists (a user's clone without it skips that step with a message).
 set -euo pipefail
@@ -84,6 +85,15 @@ if ! { [ -x .venv-moto/bin/moto_server ] \
 fi
 # The tests start one moto_server on a free loopback port and end it when they end.
 export FERROBASE_MOTO_BIN="$ROOT/.venv-moto/bin/moto_server"
+
+step "Python's prometheus_client, whose strict OpenMetrics parser reads the metrics in the tests (into .venv-prom)"
+PROM_VERSION=0.21.1
+if ! { [ -x .venv-prom/bin/python ] \
+    && .venv-prom/bin/python -c "import importlib.metadata as m, sys; sys.exit(m.version('prometheus-client') != '$PROM_VERSION')" 2>/dev/null; }; then
+  python3 -m venv .venv-prom
+  .venv-prom/bin/pip install --quiet --disable-pip-version-check "prometheus-client==$PROM_VERSION"
+fi
+export FERROBASE_PROM_PYTHON="$ROOT/.venv-prom/bin/python"
 
 step "Rust tests (unit + the one integration binary, servers on 127.0.0.1)"
 # Every test runs: one whose tools are missing (the reference, npm, the wasm target) fails

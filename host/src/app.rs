@@ -183,6 +183,35 @@ pub(crate) fn open_store(cfg: &Config) -> Result<Arc<Store>, String> {
 }
 
 /// The runtime a server runs on (the binary's and the in-process test server's).
+/// pb.toml's `[metrics] listen`: bind it now (a bad address stops the start) and serve
+/// `GET /metrics` on a thread of its own for the life of the process, whatever the server's
+/// generations do. Nothing when it is empty.
+pub(crate) fn start_metrics_listener(cfg: &Config) -> std::io::Result<()> {
+    if cfg.metrics.listen.is_empty() {
+        return Ok(());
+    }
+    let listener = std::net::TcpListener::bind(&cfg.metrics.listen)?;
+    listener.set_nonblocking(true)?;
+    tracing::info!(addr = %listener.local_addr()?, "metrics listener serving GET /metrics");
+    std::thread::Builder::new()
+        .name("metrics".into())
+        .spawn(move || {
+            let served = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .and_then(|rt| {
+                    rt.block_on(async move {
+                        let listener = tokio::net::TcpListener::from_std(listener)?;
+                        axum::serve(listener, api::metrics::listener_router()).await
+                    })
+                });
+            if let Err(e) = served {
+                tracing::error!(error = %e, "the metrics listener stopped");
+            }
+        })?;
+    Ok(())
+}
+
 pub(crate) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -195,6 +195,7 @@ fn serve(cfg: Config, overrides: Overrides) -> anyhow::Result<()> {
     let listener = std::net::TcpListener::bind(&cfg.http.addr)?;
     listener.set_nonblocking(true)?;
     tracing::info!(addr = %listener.local_addr()?, dir = %cfg.store.dir.display(), "ferrobase serving");
+    app::start_metrics_listener(&cfg)?;
     let (stop, _) = tokio::sync::watch::channel(false);
     app::serve_generations(
         cfg,

@@ -15,6 +15,7 @@ pub(crate) struct Config {
     pub plugins: PluginsConfig,
     pub realtime: RealtimeConfig,
     pub auth: AuthConfig,
+    pub metrics: MetricsConfig,
     /// The file this came from, when there was one (watched for plugin sections).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -203,6 +204,17 @@ pub(crate) struct LogConfig {
     /// `text` (human-readable; colours only when stderr is a terminal) or `json` (one object
     /// per line, for log shippers).
     pub format: LogFormat,
+    /// One info line per request (method, route, caller kind, status, duration).
+    pub requests: bool,
+}
+
+/// `[metrics]`: where Prometheus scrapes. `GET /api/metrics` (superusers) is always there.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct MetricsConfig {
+    /// A second listener serving `GET /metrics` without authentication, for a scraper on a
+    /// private address (`127.0.0.1:9091`); empty = none.
+    pub listen: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -255,6 +267,7 @@ impl Default for LogConfig {
         Self {
             level: "info".into(),
             format: LogFormat::Text,
+            requests: false,
         }
     }
 }
@@ -372,6 +385,8 @@ mod tests {
         assert_eq!(shipped.store.dir, d.store.dir);
         assert_eq!(shipped.store.cache_size_kib, d.store.cache_size_kib);
         assert_eq!(shipped.limits.page_size_max, d.limits.page_size_max);
+        assert_eq!(shipped.log.requests, d.log.requests);
+        assert_eq!(shipped.metrics.listen, d.metrics.listen);
         let (p, dp) = (&shipped.plugins, &d.plugins);
         assert_eq!(
             (

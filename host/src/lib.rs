@@ -13,6 +13,7 @@ mod files;
 mod http;
 mod jobs;
 mod logs;
+mod metrics;
 mod plugins;
 mod query;
 mod realtime;

@@ -10,6 +10,7 @@
 //! key space is wider than the cache is worth).
 
 use super::Caller;
+use crate::metrics;
 use crate::store::{Changes, Stamp};
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -180,6 +181,15 @@ impl Caches {
 
     /// A cached body for `key`, if still valid.
     pub(crate) fn response(&self, changes: &Changes, key: &str) -> Option<Bytes> {
+        if !self.responses.enabled() {
+            return None;
+        }
+        let found = self.valid_response(changes, key);
+        metrics::cache(metrics::Cache::Responses, found.is_some());
+        found
+    }
+
+    fn valid_response(&self, changes: &Changes, key: &str) -> Option<Bytes> {
         let e = self.responses.get(key)?;
         if changes.unchanged_since(e.stamp, e.tables.iter().map(String::as_str))
             && changes.rows_unchanged_since(e.stamp, e.row_tables.iter().map(String::as_str))

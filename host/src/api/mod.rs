@@ -13,6 +13,7 @@ mod extract;
 mod files;
 mod health;
 mod logs;
+pub(crate) mod metrics;
 mod plugin_routes;
 pub(crate) mod rate_limit;
 mod realtime;
@@ -105,9 +106,13 @@ pub(crate) async fn authorized(state: &AppState, raw: &str) -> Option<Caller> {
             && changes.unchanged_since(e.stamp, [e.table.as_str()])
         {
             trace::note_caller(&e.caller);
+            crate::metrics::cache(crate::metrics::Cache::Tokens, true);
             return Some(e.caller);
         }
         state.caches.tokens.remove(tok);
+    }
+    if state.caches.tokens.enabled() {
+        crate::metrics::cache(crate::metrics::Cache::Tokens, false);
     }
     let stamp = changes.stamp();
     let (caller, claims) = token_record(state, tok, "auth", now).await?;
@@ -260,14 +265,20 @@ async fn superuser_ip_refused(
         .is_some_and(|c| c.is_superuser())
 }
 
-/// Security and CORS headers PocketBase sends on every response; preflights end here. The one
-/// middleware around every request: it also runs the request in its span (`trace.rs`) and
-/// refuses superusers outside `superuserIPs`.
-async fn common_headers(
+/// The one middleware around every request: it counts the request in the metrics, runs it in
+/// its span (`trace.rs`), refuses superusers outside `superuserIPs`, and adds the headers
+/// PocketBase sends on every response.
+async fn around(
     axum::extract::State(state): axum::extract::State<Shared>,
     req: Request,
     next: Next,
 ) -> Response {
+    let method = req.method().clone();
+    trace::measured(method, common_headers(state, req, next)).await
+}
+
+/// Security and CORS headers PocketBase sends on every response; preflights end here.
+async fn common_headers(state: Shared, req: Request, next: Next) -> Response {
     let preflight = req.method() == Method::OPTIONS;
     let req_headers = req
         .headers()
@@ -351,6 +362,7 @@ async fn method_not_routed() -> ApiError {
 }
 
 pub(crate) fn router(state: Shared) -> Router {
+    trace::set_request_lines(state.cfg.log.requests);
     let api = Router::new()
         .route("/api/health", get(health::health).head(health::health))
         .route(
@@ -467,12 +479,13 @@ pub(crate) fn router(state: Shared) -> Router {
         .route("/api/crons", get(plugin_routes::crons_list))
         .route("/api/crons/{id}", post(plugin_routes::crons_run))
         .route("/api/plugins", get(plugin_routes::report))
+        .route("/api/metrics", get(metrics::metrics))
         .method_not_allowed_fallback(method_not_routed)
         .route_layer(trace::note_routes())
         // Below every native route: plugin routes, else PocketBase's not-found.
         .fallback(plugin_routes::dispatch)
         .with_state(Arc::clone(&state));
-    api.layer(middleware::from_fn_with_state(state, common_headers))
+    api.layer(middleware::from_fn_with_state(state, around))
 }
 
 /// The collection a records route names, by id or name.

@@ -1,16 +1,68 @@
-//! One tracing span per request: method, matched route, caller kind, status and duration. At
-//! debug level every request ends with a line inside its span; a 5xx is logged at error level
-//! whatever the level, with its method and path (its cause was logged once, where it arose).
-//! Below debug level a request pays for none of it beyond one level check.
+//! One tracing span per request: method, matched route, caller kind, status and duration. With
+//! pb.toml's `[log] requests` (or at debug level) every request ends with a line inside its
+//! span; a 5xx is logged at error level whatever the level, with its method and path (its
+//! cause was logged once, where it arose). Otherwise a request pays for none of it beyond one
+//! level check. Also where each request is counted in the metrics (`measured`), by the route
+//! it matched.
 
 use axum::extract::{MatchedPath, Request};
 use axum::http::{Method, Uri};
 use axum::response::Response;
+use std::cell::RefCell;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Instant;
 use tracing::Instrument;
 use tracing::field::Empty;
+
+/// pb.toml's `[log] requests`: one info line per request (set for each server generation).
+static REQUEST_LINES: AtomicBool = AtomicBool::new(false);
+
+/// Whether each request ends with an info line (`[log] requests`).
+pub(crate) fn set_request_lines(on: bool) {
+    REQUEST_LINES.store(on, Ordering::Relaxed);
+}
+
+/// The route a request matched, as its metrics and its log line name it.
+enum Route {
+    Native(MatchedPath),
+    Plugin(String),
+}
+
+tokio::task_local! {
+    /// The route the request being handled by this task matched, once routing found it.
+    static ROUTE: RefCell<Option<Route>>;
+}
+
+/// Run one whole request (`handled`, from the outermost middleware) with a place for its
+/// route, then count it in the metrics: method, route (or `unmatched`), status, time until
+/// its response head.
+pub(super) async fn measured(method: Method, handled: impl Future<Output = Response>) -> Response {
+    let started = Instant::now();
+    ROUTE
+        .scope(RefCell::new(None), async move {
+            let res = handled.await;
+            let took = started.elapsed();
+            let status = res.status().as_u16();
+            // Never panics: inside the scope.
+            ROUTE.with(|r| {
+                let route = r.borrow();
+                let label = match &*route {
+                    Some(Route::Native(p)) => p.as_str(),
+                    Some(Route::Plugin(p)) => p.as_str(),
+                    None => crate::metrics::UNMATCHED,
+                };
+                crate::metrics::request(method.as_str(), label, status, took);
+            });
+            res
+        })
+        .await
+}
+
+fn lines() -> bool {
+    REQUEST_LINES.load(Ordering::Relaxed) || tracing::enabled!(tracing::Level::DEBUG)
+}
 
 /// Run one request's handling (`handled`) inside its span.
 pub(super) async fn traced(
@@ -18,14 +70,26 @@ pub(super) async fn traced(
     uri: Uri,
     handled: impl Future<Output = Response>,
 ) -> Response {
-    let span = tracing::debug_span!(
-        "request",
-        method = %method,
-        route = Empty,
-        caller = Empty,
-        status = Empty,
-        us = Empty
-    );
+    let info = REQUEST_LINES.load(Ordering::Relaxed);
+    let span = if info {
+        tracing::info_span!(
+            "request",
+            method = %method,
+            route = Empty,
+            caller = Empty,
+            status = Empty,
+            us = Empty
+        )
+    } else {
+        tracing::debug_span!(
+            "request",
+            method = %method,
+            route = Empty,
+            caller = Empty,
+            status = Empty,
+            us = Empty
+        )
+    };
     if span.is_disabled() {
         let res = handled.await;
         if res.status().is_server_error() {
@@ -43,6 +107,8 @@ pub(super) async fn traced(
     span.in_scope(|| {
         if res.status().is_server_error() {
             tracing::error!(path = uri.path(), "request failed");
+        } else if info {
+            tracing::info!("done");
         } else {
             tracing::debug!("done");
         }
@@ -50,9 +116,10 @@ pub(super) async fn traced(
     res
 }
 
-/// Name the route of the current request (a plugin route names its pattern).
+/// Name the route of the current request: a plugin route names its pattern.
 pub(crate) fn note_route(route: &str) {
-    if tracing::enabled!(tracing::Level::DEBUG) {
+    let _ = ROUTE.try_with(|r| *r.borrow_mut() = Some(Route::Plugin(route.to_owned())));
+    if lines() {
         tracing::Span::current().record("route", route);
     }
 }
@@ -60,7 +127,7 @@ pub(crate) fn note_route(route: &str) {
 /// Name the kind of caller of the current request (`superuser` or `auth:<collection>`; a guest
 /// leaves it empty).
 pub(crate) fn note_caller(caller: &crate::records::Caller) {
-    if tracing::enabled!(tracing::Level::DEBUG) {
+    if lines() {
         let kind = if caller.is_superuser() {
             "superuser".to_owned()
         } else {
@@ -70,9 +137,8 @@ pub(crate) fn note_caller(caller: &crate::records::Caller) {
     }
 }
 
-/// The route layer that names the matched route in the request's span. A plain service (no
-/// boxed future per request, as `middleware::from_fn` would cost): it only looks at the
-/// request when debug logging is on.
+/// The route layer that names the matched route for the request's metrics and span. A plain
+/// service (no boxed future per request, as `middleware::from_fn` would cost).
 #[derive(Clone)]
 pub(super) struct NoteRoute<S>(S);
 
@@ -94,10 +160,11 @@ where
     }
 
     fn call(&mut self, req: Request) -> Self::Future {
-        if tracing::enabled!(tracing::Level::DEBUG)
-            && let Some(p) = req.extensions().get::<MatchedPath>()
-        {
-            note_route(p.as_str());
+        if let Some(p) = req.extensions().get::<MatchedPath>() {
+            if lines() {
+                tracing::Span::current().record("route", p.as_str());
+            }
+            let _ = ROUTE.try_with(|r| *r.borrow_mut() = Some(Route::Native(p.clone())));
         }
         self.0.call(req)
     }

@@ -171,10 +171,17 @@ pub(crate) struct Outbox {
 /// Called when a mail is given up (its OTP, say, is then of no use).
 pub(crate) type OnGivenUp = Box<dyn FnOnce() + Send>;
 
+/// A mail in the outbox: counted in the queue's gauge from queued until sent or given up.
 struct Job {
     settings: Arc<Settings>,
     msg: Message,
     on_given_up: Option<OnGivenUp>,
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        crate::metrics::MAIL_QUEUE.dec();
+    }
 }
 
 impl Outbox {
@@ -183,11 +190,14 @@ impl Outbox {
     pub(crate) fn start() -> Arc<Self> {
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Job>(QUEUE_LEN);
         tokio::spawn(async move {
-            while let Some(job) = rx.recv().await {
-                if !deliver(&job.settings.smtp, &job.msg).await
-                    && let Some(f) = job.on_given_up
-                {
-                    f();
+            while let Some(mut job) = rx.recv().await {
+                if deliver(&job.settings.smtp, &job.msg).await {
+                    crate::metrics::MAIL_SENT.inc();
+                } else {
+                    crate::metrics::MAIL_FAILED.inc();
+                    if let Some(f) = job.on_given_up.take() {
+                        f();
+                    }
                 }
             }
         });
@@ -202,15 +212,17 @@ impl Outbox {
         msg: Message,
         on_given_up: Option<OnGivenUp>,
     ) {
+        crate::metrics::MAIL_QUEUE.inc();
         let job = Job {
             settings,
             msg,
             on_given_up,
         };
         if let Err(e) = self.tx.try_send(job) {
-            let job = e.into_inner();
+            let mut job = e.into_inner();
             tracing::error!(to = %job.msg.to, subject = %job.msg.subject, "mail queue full or closed: mail dropped");
-            if let Some(f) = job.on_given_up {
+            crate::metrics::MAIL_FAILED.inc();
+            if let Some(f) = job.on_given_up.take() {
                 f();
             }
         }

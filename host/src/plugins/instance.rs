@@ -194,6 +194,8 @@ pub(crate) struct Loaded {
     /// Set when a newer version replaced this one: instances are dropped, not pooled.
     retired: AtomicBool,
     pub stats: Arc<CallStats>,
+    /// The plugin's cells in the process's metrics (by name: they outlive its versions).
+    metrics: Arc<crate::metrics::PluginCells>,
 }
 
 #[derive(Default)]
@@ -402,6 +404,7 @@ impl Loaded {
             loaded_at: code.loaded_at.clone(),
             slots: Arc::new(Semaphore::new(settings.max_instances)),
             stats: Arc::clone(&env.stats),
+            metrics: crate::metrics::plugin(&code.manifest.name),
             settings,
             rt: Arc::clone(rt),
             env,
@@ -574,6 +577,7 @@ impl Loaded {
             Err(_) => Err(CallError::Timeout(budget)),
         };
         self.stats.calls.fetch_add(1, Ordering::Relaxed);
+        self.metrics.call(result.is_err());
         match result {
             Ok(reply) => {
                 inst.calls += 1;

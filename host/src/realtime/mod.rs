@@ -89,7 +89,7 @@ pub(crate) struct Registration {
 impl Drop for Registration {
     fn drop(&mut self) {
         if let Some(hub) = self.hub.upgrade() {
-            hub.remove(&self.id);
+            let _ = hub.remove(&self.id);
         }
     }
 }
@@ -144,7 +144,7 @@ impl Hub {
             .map(|c| c.keys().cloned().collect())
             .unwrap_or_default();
         for id in all {
-            self.remove(&id);
+            let _ = self.remove(&id);
         }
     }
 
@@ -168,6 +168,7 @@ impl Hub {
         });
         if let Ok(mut all) = self.clients.lock() {
             all.insert(Arc::clone(&id), Arc::clone(&client));
+            crate::metrics::REALTIME_CLIENTS.inc();
         }
         Connection {
             client,
@@ -179,12 +180,16 @@ impl Hub {
         }
     }
 
-    fn remove(&self, id: &str) {
+    /// Take a client out of the hub; false when it was gone already.
+    fn remove(&self, id: &str) -> bool {
         let gone = self.clients.lock().ok().and_then(|mut all| all.remove(id));
-        if let Some(client) = gone {
-            let (auth, _, subs) = client.snapshot();
-            self.forget(&subs, auth.as_deref());
-        }
+        let Some(client) = gone else {
+            return false;
+        };
+        crate::metrics::REALTIME_CLIENTS.dec();
+        let (auth, _, subs) = client.snapshot();
+        self.forget(&subs, auth.as_deref());
+        true
     }
 
     fn forget(&self, subs: &[Arc<Subscription>], auth: Option<&Caller>) {
@@ -258,8 +263,10 @@ impl Hub {
     /// Disconnect a client (its queue overflowed): its stream ends once its last message
     /// handle is gone.
     fn drop_client(&self, id: &str) {
-        tracing::debug!(client = id, "realtime client too slow; disconnected");
-        self.remove(id);
+        if self.remove(id) {
+            tracing::debug!(client = id, "realtime client too slow; disconnected");
+            crate::metrics::REALTIME_DROPPED.inc();
+        }
     }
 }
 

@@ -13,6 +13,7 @@ pub(crate) mod raw;
 pub(crate) mod records;
 pub(crate) mod superusers;
 
+use crate::metrics;
 use crate::schema::{Collection, Rules, Schema, define};
 use arc_swap::ArcSwap;
 pub(crate) use changes::{Changes, Stamp};
@@ -281,7 +282,10 @@ fn writer_loop(
         let job = match next.take() {
             Some(j) => j,
             None => match rx.recv() {
-                Ok(j) => j,
+                Ok(j) => {
+                    metrics::WRITER_QUEUE.dec();
+                    j
+                }
                 Err(_) => return Some(conn),
             },
         };
@@ -300,8 +304,12 @@ fn writer_loop(
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
             match rx.try_recv() {
-                Ok(Job::Batched(f)) => batch.push(f),
+                Ok(Job::Batched(f)) => {
+                    metrics::WRITER_QUEUE.dec();
+                    batch.push(f);
+                }
                 Ok(solo) => {
+                    metrics::WRITER_QUEUE.dec();
                     next = Some(solo);
                     break;
                 }
@@ -313,9 +321,11 @@ fn writer_loop(
         if batch.len() == 1 || writer.execute_batch("BEGIN IMMEDIATE").is_err() {
             for f in batch {
                 run_alone(writer, changes, f);
+                metrics::group_commit(1);
             }
             continue;
         }
+        metrics::group_commit(batch.len());
         let finishers: Vec<Finish> = batch.into_iter().map(|f| f(writer)).collect();
         let committed = writer.execute_batch("COMMIT").is_ok();
         if !committed && !writer.is_autocommit() {
@@ -627,7 +637,9 @@ impl Store {
             .as_ref()
             .ok_or(StoreError::WriterGone)?
             .send(job)
-            .map_err(|_| StoreError::WriterGone)
+            .map_err(|_| StoreError::WriterGone)?;
+        metrics::WRITER_QUEUE.inc();
+        Ok(())
     }
 
     /// Run a data write on the writer thread and wait until it is committed. `f` must keep its
@@ -751,11 +763,19 @@ impl Store {
         F: FnOnce(Conn<'_>) -> Result<R> + Send,
         R: Send,
     {
-        let permit = self
-            .reader_permits
-            .acquire()
-            .await
-            .map_err(|_| StoreError::WriterGone)?;
+        let permit = match self.reader_permits.try_acquire() {
+            Ok(p) => p,
+            Err(_) => {
+                let asked = std::time::Instant::now();
+                let p = self
+                    .reader_permits
+                    .acquire()
+                    .await
+                    .map_err(|_| StoreError::WriterGone)?;
+                metrics::reader_wait(asked.elapsed());
+                p
+            }
+        };
         // Inline on the calling worker: reads are short, and handing each one to a blocking
         // thread cost two context switches and a thread's malloc arena per reader (measured:
         // see ARCHITECTURE.md). A slow read delays only this worker's queue; other workers steal.

@@ -20,6 +20,7 @@ mod fuzz_corpus;
 mod http;
 mod logs;
 mod manage;
+mod metrics;
 mod operate;
 mod plugins;
 mod query_snapshots;

@@ -142,3 +142,61 @@ fn sighup_applies_a_valid_pb_toml_and_keeps_running_on_a_broken_one() {
     let st = child.wait().unwrap();
     assert!(st.success(), "{st}");
 }
+
+#[test]
+fn log_requests_prints_one_info_line_per_request_with_method_route_and_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("pb.toml");
+    std::fs::write(&cfg, "[log]\nrequests = true\nformat = \"json\"\n").unwrap();
+    let addr = format!("127.0.0.1:{}", crate::common::free_port());
+    let log_path = dir.path().join("server.log");
+    let mut child = std::process::Command::new(ferrobase_bin())
+        .current_dir(dir.path())
+        .env_remove("RUST_LOG")
+        .args(["serve", "--http", &addr, "--config"])
+        .arg(&cfg)
+        .arg("--dir")
+        .arg(dir.path().join("pb_data"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(std::time::Duration::from_secs(10)))
+        .build()
+        .into();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let lines = loop {
+        let _ = agent
+            .get(format!("http://{addr}/api/collections/nope/records?x=1"))
+            .call();
+        let text = std::fs::read_to_string(&log_path).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|l| l["span"]["name"] == "request")
+            .collect();
+        if !lines.is_empty() {
+            break lines;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no request line: {text}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let l = &lines[0];
+    assert_eq!(l["level"], "INFO", "{l}");
+    assert_eq!(l["span"]["method"], "GET", "{l}");
+    assert_eq!(
+        l["span"]["route"], "/api/collections/{collection}/records",
+        "{l}"
+    );
+    assert_eq!(l["span"]["status"], 404, "{l}");
+    assert!(l["span"]["us"].as_u64().is_some(), "{l}");
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    assert!(child.wait().unwrap().success());
+}

@@ -636,6 +636,28 @@ hook_timeout_ms = 100
     let report = s.req("GET", "/api/plugins", Some(&su), None).json;
     let p = entry(&report, "misbehave.wasm");
     assert!(p["failures"].as_u64().unwrap() >= 5, "{report}");
+    // The same counts in the metrics, by plugin name.
+    let metrics = ureq::get(format!("http://{}/api/metrics", s.addr))
+        .header("Authorization", &su)
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    let counted = |name: &str| -> u64 {
+        let prefix = format!("{name}{{plugin=\"misbehave\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .unwrap_or_else(|| panic!("no {prefix}: {metrics}"))
+            .parse()
+            .unwrap()
+    };
+    assert!(counted("ferrobase_plugin_failures_total") >= 5, "{metrics}");
+    assert!(
+        counted("ferrobase_plugin_calls_total") > counted("ferrobase_plugin_failures_total"),
+        "{metrics}"
+    );
     assert!(
         after < before + 64 * 1024,
         "RSS grew from {before} to {after} KiB"
