@@ -165,6 +165,14 @@ pub(super) async fn finish_auth(
             &json!({"mfaId": mfa_id}),
         ));
     }
+    if !method.is_empty()
+        && c.auth_option("authAlert")
+            .and_then(|a| a.get("enabled"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    {
+        super::auth_flows::auth_alert(state, head, c, &row).await;
+    }
     let tok = match token {
         Some(t) => t,
         None => sign_auth_token(c, &row, true)?,

@@ -170,6 +170,110 @@ fn random_password_body(mut data: Map<String, Value>) -> Map<String, Value> {
     data
 }
 
+/// The most sign-in origins kept per record (PocketBase's): a new one past it drops the oldest.
+const MAX_AUTH_ORIGINS: usize = 5;
+
+/// PocketBase's auth alert, for a sign-in with `authAlert.enabled` that passed every step (the
+/// MFA one included): the origin (md5 of client IP + user agent, the agent cut at 200 bytes) is
+/// kept in `_authOrigins`, at most five per record, the oldest dropped; a new origin of a record
+/// that had signed in before is mailed to it ("Login from a new location") with `{ALERT_INFO}`
+/// = "<now> - <ip> <agent>". PocketBase waits for that mail; here it is queued. A failure is
+/// logged, never the sign-in's.
+pub(super) async fn auth_alert(
+    state: &Shared,
+    head: &Parts,
+    c: &Arc<Collection>,
+    row: &StoreRecord,
+) {
+    if let Err(e) = record_origin(state, head, c, row).await {
+        tracing::warn!(error = %e, collection = %c.name, "auth alert: the sign-in origin was not kept");
+    }
+}
+
+async fn record_origin(
+    state: &Shared,
+    head: &Parts,
+    c: &Arc<Collection>,
+    row: &StoreRecord,
+) -> Result<(), crate::records::RecordError> {
+    use md5::Digest as _;
+    let settings = state.settings.current();
+    let ip = super::client_ip(&settings, &head.headers, &head.extensions);
+    let mut agent = head
+        .headers
+        .get(axum::http::header::USER_AGENT)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .unwrap_or_default();
+    if agent.len() > 200 {
+        let mut cut = 200;
+        while !agent.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        agent.truncate(cut);
+        agent.push_str("...");
+    }
+    let fingerprint = format!("{:x}", md5::Md5::digest(format!("{ip}{agent}").as_bytes()));
+    let Some(origins) = state.store.schema().by_name("_authOrigins").cloned() else {
+        return Ok(());
+    };
+    let rid = c.stored_text(row, "id").to_owned();
+    let access = Access::system(0);
+    let filter = format!(
+        "collectionRef = '{}' && recordRef = '{}'",
+        c.id.replace('\'', ""),
+        rid.replace('\'', "")
+    );
+    let schema = state.store.schema();
+    let sel = crate::records::read::list_select(
+        &schema,
+        &origins,
+        &access,
+        Some(&filter),
+        Some("-created"),
+    )?;
+    let known = crate::records::read::page(&state.store, &origins, sel, (1, 100), true, None)
+        .await?
+        .rows;
+    let current = known
+        .iter()
+        .find(|o| origins.stored_text(o, "fingerprint") == fingerprint);
+    let writer = Writer::new(&state.records, &access);
+    if let Some(o) = current {
+        // Saved again: its `updated` says when this origin was last used.
+        writer
+            .update(
+                &origins,
+                origins.stored_text(o, "id").to_owned(),
+                &Map::new(),
+            )
+            .await?;
+        return Ok(());
+    }
+    let email = c.stored_text(row, "email");
+    if !known.is_empty() && !email.is_empty() {
+        let info = format!("{} - {ip} {agent}", crate::schema::ids::now());
+        queue_mail(
+            state,
+            c,
+            row,
+            Kind::AuthAlert,
+            email,
+            &[("{ALERT_INFO}", &templates::escape_html(&info))],
+        );
+    }
+    for old in known.iter().skip(MAX_AUTH_ORIGINS - 1) {
+        writer
+            .delete(&origins, origins.stored_text(old, "id").to_owned())
+            .await?;
+    }
+    let mut fields = Map::new();
+    fields.insert("collectionRef".into(), json!(c.id));
+    fields.insert("recordRef".into(), json!(rid));
+    fields.insert("fingerprint".into(), json!(fingerprint));
+    writer.create(&origins, &fields).await?;
+    Ok(())
+}
+
 /// Queue a mail of the collection's `kind` template to `to`, for `row`.
 fn queue_mail(
     state: &Shared,

@@ -788,3 +788,104 @@ fn smtp_local_name_and_credentials_are_sent_as_pocketbase_sends_them() {
         );
     }
 }
+
+/// What one server does on sign-ins from new places (`authAlert`, on by default): the origins it
+/// keeps for the record (md5 of IP + user agent, newest first), and the alert mails it sends.
+fn auth_alerts(bin: Option<&str>) -> Vec<Value> {
+    let sink = Sink::start();
+    let s = match bin {
+        Some(b) => Server::start_bin(b),
+        None => Server::start(),
+    };
+    let su = setup(&s, &sink);
+    let email = "known@example.com";
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let sign_in = |ua: &str| {
+        let r = agent
+            .post(format!(
+                "http://{}/api/collections/people/auth-with-password",
+                s.addr
+            ))
+            .header("User-Agent", ua)
+            .send_json(json!({"identity": email, "password": "Secret-12345"}))
+            .unwrap();
+        r.status().as_u16()
+    };
+    let origins = || {
+        let r = s.req(
+            "GET",
+            "/api/collections/_authOrigins/records?sort=-created,fingerprint&perPage=50",
+            Some(&su),
+            None,
+        );
+        r.json["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            // The superuser signs in too (their origins are kept the same way): not these.
+            .filter(|o| o["collectionRef"] != "pbc_3142635823")
+            .map(|o| o["fingerprint"].clone())
+            .collect::<Vec<Value>>()
+    };
+    let mut seen = Vec::new();
+    // The first sign-in is kept but not mailed; the same place again changes nothing.
+    for ua in ["agent-1", "agent-1"] {
+        seen.push(json!(sign_in(ua)));
+        // created times are kept to the millisecond: keep them apart.
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    seen.push(json!([origins(), sink.count(email)]));
+    // A new place: mailed, with the time, the address and the agent.
+    let before = sink.count(email);
+    seen.push(json!(sign_in("agent-2 <b>")));
+    let mail = sink.wait(email, before);
+    assert!(mail.contains("Login from a new location"), "{mail}");
+    assert!(
+        mail.contains("127.0.0.1 agent-2 &lt;b&gt;"),
+        "the agent, escaped: {mail}"
+    );
+    // Five more places: five more mails, and only the newest five origins kept.
+    for i in 3..8 {
+        std::thread::sleep(Duration::from_millis(5));
+        seen.push(json!(sign_in(&format!("agent-{i}"))));
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sink.count(email) < 6 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    seen.push(json!([origins(), sink.count(email)]));
+    // A collection with the alert off keeps nothing.
+    let r = s.req(
+        "PATCH",
+        "/api/collections/people",
+        Some(&su),
+        Some(&json!({"authAlert": {"enabled": false}})),
+    );
+    assert_eq!(r.status, 200, "{}", r.json);
+    seen.push(json!(sign_in("agent-9")));
+    seen.push(json!([origins().len(), sink.count(email)]));
+    seen
+}
+
+#[test]
+fn sign_ins_from_new_places_are_kept_and_mailed_as_in_pocketbase() {
+    let Some(reference) = reference_bin() else {
+        return;
+    };
+    let ours = auth_alerts(None);
+    assert_eq!(ours, auth_alerts(Some(reference.to_str().expect("utf-8"))));
+    let md5 = |ua: &str| {
+        use md5::Digest as _;
+        json!(format!(
+            "{:x}",
+            md5::Md5::digest(format!("127.0.0.1{ua}").as_bytes())
+        ))
+    };
+    assert_eq!(ours[2], json!([[md5("agent-1")], 0]));
+    let kept: Vec<Value> = (3..8).rev().map(|i| md5(&format!("agent-{i}"))).collect();
+    assert_eq!(ours[9], json!([kept, 6]));
+    assert_eq!(ours[11], json!([5, 6]));
+}
