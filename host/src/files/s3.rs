@@ -382,7 +382,15 @@ impl Bucket {
         let mut objects = Vec::new();
         let mut token: Option<String> = None;
         loop {
-            let mut query = vec![("list-type", "2".to_owned()), ("prefix", prefix.to_owned())];
+            // PocketBase's client asks for 1,000 keys a page and names no empty prefix (the
+            // URL shows in its errors).
+            let mut query = vec![
+                ("list-type", "2".to_owned()),
+                ("max-keys", "1000".to_owned()),
+            ];
+            if !prefix.is_empty() {
+                query.push(("prefix", prefix.to_owned()));
+            }
             if let Some(t) = token.take() {
                 query.push(("continuation-token", t));
             }

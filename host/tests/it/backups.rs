@@ -835,7 +835,7 @@ fn scheduled_backups_in_s3_keep_cron_max_keep() {
 
 /// The answers of one server to the same steps on S3, with what differs by nature (dates,
 /// zip sizes) masked.
-fn s3_answers(s: &Server, moto: &Moto, bucket: &str, missing: &str) -> Vec<Value> {
+fn s3_answers(s: &Server, moto: &Moto, bucket: &str, missing: &str, closed: u16) -> Vec<Value> {
     let su = s.su_token();
     let mut out = Vec::new();
     backups_in(s, &su, moto, bucket);
@@ -900,9 +900,29 @@ fn s3_answers(s: &Server, moto: &Moto, bucket: &str, missing: &str) -> Vec<Value
             json,
         },
     );
+    let no_bucket = fetched("one.zip");
+    // Nothing listens at the endpoint.
+    let r = s.req(
+        "PATCH",
+        "/api/settings",
+        Some(&su),
+        Some(&json!({"backups": {"s3": {"endpoint": format!("http://127.0.0.1:{closed}")}}})),
+    );
+    assert_eq!(r.status, 200, "{}", r.json);
+    step(
+        "list, no server",
+        s.req("GET", "/api/backups", Some(&su), None),
+    );
+    step("create, no server", backup(s, &su, "two.zip"));
+    step(
+        "delete, no server",
+        s.req("DELETE", "/api/backups/one.zip", Some(&su), None),
+    );
+    step("restore, no server", restore(s, &su, "one.zip"));
     out.push(json!(["download nested", nested]));
     out.push(json!(["download missing", missing_key]));
-    out.push(json!(["download, no bucket", fetched("one.zip")]));
+    out.push(json!(["download, no bucket", no_bucket]));
+    out.push(json!(["download, no server", fetched("one.zip")]));
     out
 }
 
@@ -917,8 +937,9 @@ fn backups_in_s3_answer_as_the_reference_does() {
     let missing = format!("fb-missing-{}", std::process::id());
     let pb = Server::start_bin(ref_bin.to_str().unwrap());
     let fb = Server::start();
-    let want = s3_answers(&pb, moto, &moto.bucket(), &missing);
-    let got = s3_answers(&fb, moto, &moto.bucket(), &missing);
+    let closed = crate::common::free_port();
+    let want = s3_answers(&pb, moto, &moto.bucket(), &missing, closed);
+    let got = s3_answers(&fb, moto, &moto.bucket(), &missing, closed);
     assert_eq!(want.len(), got.len());
     for (w, g) in want.iter().zip(&got) {
         assert_eq!(g, w, "ferrobase (left) and PocketBase (right) differ");
