@@ -223,15 +223,18 @@ pub(crate) async fn upload(State(state): State<Shared>, request: Request) -> Api
     let stored = match remote {
         None => {
             blocking(move || {
-                if let Some(dir) = dest.parent() {
-                    std::fs::create_dir_all(dir)?;
-                }
-                file.persist(&dest).map_err(S3Error::Io)
+                dest.parent()
+                    .map_or(Ok(()), std::fs::create_dir_all)
+                    .and_then(|()| file.persist(&dest))
+                    .map_err(|e| e.to_string())
             })
             .await?
         }
         // Dropping the upload afterwards removes its temporary file.
-        Some(bucket) => file.send_to(&bucket, &file.original).await,
+        Some(bucket) => file
+            .send_to(&bucket, &file.original)
+            .await
+            .map_err(|e| e.to_string()),
     };
     stored.map_err(|e| {
         tracing::warn!(error = %e, "backup upload not stored");
