@@ -291,9 +291,7 @@ pub(crate) async fn serve(
             .map_err(std::io::Error::other)?,
     );
     // Files go where the stored settings say (and follow every settings change after).
-    records
-        .files
-        .use_s3(api::settings::s3_config(&settings.current().s3));
+    records.files.use_s3(settings.current().s3.bucket_config());
     let jobs = Arc::new(crate::jobs::Jobs {
         store: Arc::clone(&store),
         settings: Arc::clone(&settings),

@@ -100,12 +100,10 @@ impl Jobs {
     }
 
     /// A backup named `@auto_pb_backup_<app>_<time>.zip`, then only the `cronMaxKeep` newest
-    /// scheduled backups kept (0: all).
+    /// scheduled backups kept (0: all), in the backups folder or the bucket
+    /// `settings.backups.s3` names.
     async fn auto_backup(&self) -> Result<(), String> {
         let settings = self.settings.current();
-        if settings.backups.s3.enabled {
-            return Err(crate::backups::S3_UNSUPPORTED.into());
-        }
         let name = crate::backups::default_name(
             crate::backups::AUTO_PREFIX,
             &settings.meta.app_name,
@@ -113,6 +111,22 @@ impl Jobs {
         );
         let backups = Arc::clone(&self.backups);
         let keep = usize::try_from(settings.backups.cron_max_keep).unwrap_or(0);
+        let remote = backups
+            .bucket(settings.backups.s3.bucket_config())
+            .map_err(|e| e.to_string())?;
+        if let Some(bucket) = remote {
+            backups
+                .create_remote(&bucket, &name)
+                .await
+                .map_err(|e| e.to_string())?;
+            if keep > 0 {
+                backups
+                    .prune_auto_remote(&bucket, keep)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            return Ok(());
+        }
         tokio::task::spawn_blocking(move || {
             backups.create(&name).map_err(|e| e.to_string())?;
             if keep > 0 {

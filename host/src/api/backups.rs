@@ -1,12 +1,14 @@
 //! `/api/backups`: list, create, upload, download (with a superuser file token), delete and
-//! restore, with PocketBase's validation and messages. The work is the backups area's, on the
-//! blocking pool.
+//! restore, with PocketBase's validation and messages, on the backups folder or (with
+//! `settings.backups.s3` on) the bucket it names. The work is the backups area's, local work on
+//! the blocking pool.
 
 use super::body::{self, MSG_LOAD_FAILED, MSG_UNSUPPORTED};
 use super::error::{ApiError, ApiResult, MSG_VALIDATION};
 use super::extract::Superuser;
 use super::{Shared, ok_json, query_map};
 use crate::backups::{self, BackupError};
+use crate::files::{Bucket, S3Error};
 use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -20,13 +22,44 @@ const MSG_MISSING: &str = "Missing or invalid backup file.";
 /// How much of a refused upload is read before the answer (Go's server reads 256 KiB).
 const REFUSED_BODY_READ: usize = 256 << 10;
 
-/// Backups kept in S3 (`settings.backups.s3.enabled`) are not built: every endpoint says so
-/// rather than use the local folder the user asked not to.
-fn local_only(state: &Shared) -> ApiResult<()> {
-    if state.settings.peek().backups.s3.enabled {
-        return Err(ApiError::bad(backups::S3_UNSUPPORTED));
+const MSG_NO_FILESYSTEM: &str = "Failed to load backups filesystem.";
+
+/// Where the backups are kept: the bucket `settings.backups.s3` names, or None for the
+/// backups folder. A config that makes no client answers `status` with PocketBase's message.
+fn bucket(state: &Shared, status: StatusCode) -> ApiResult<Option<Arc<Bucket>>> {
+    state
+        .backups
+        .bucket(state.settings.peek().backups.s3.bucket_config())
+        .map_err(|e| {
+            tracing::warn!(error = %e, "backups bucket unusable");
+            ApiError::new(status, MSG_NO_FILESYSTEM)
+        })
+}
+
+/// An S3 failure as PocketBase's storage layer words it in a "Raw error": the key it was about
+/// (if any), the client's text, "resource not found" for a missing bucket or key, and the
+/// sentence's period.
+fn raw_s3(e: &S3Error, key: Option<&str>) -> String {
+    let mut s = match key {
+        Some(k) => format!("[key: {k}] {e}"),
+        None => e.to_string(),
+    };
+    if e.is_not_found() {
+        s.push_str("\nresource not found");
     }
-    Ok(())
+    if !s.ends_with(['.', '!', '?']) {
+        s.push('.');
+    }
+    s
+}
+
+/// Whether a backup named `name` exists; an S3 failure counts as "exists", as PocketBase's
+/// name check counts it.
+async fn exists(state: &Shared, bucket: Option<&Bucket>, name: &str) -> bool {
+    match bucket {
+        None => state.backups.exists(name),
+        Some(b) => state.backups.exists_remote(b, name).await.unwrap_or(true),
+    }
 }
 
 /// Run blocking backups work off the async workers.
@@ -47,11 +80,20 @@ fn invalid(field: &str, code: &str, message: &str, params: Option<Value>) -> Api
 }
 
 pub(crate) async fn list(State(state): State<Shared>, _su: Superuser) -> ApiResult<Response> {
-    local_only(&state)?;
-    let b = Arc::clone(&state.backups);
-    let items = blocking(move || b.list())
-        .await?
-        .map_err(|e| ApiError::bad(format!("Failed to retrieve backup items. Raw error: \n{e}")))?;
+    const FAILED: &str = "Failed to retrieve backup items. Raw error: \n";
+    let items = match bucket(&state, StatusCode::BAD_REQUEST)? {
+        None => {
+            let b = Arc::clone(&state.backups);
+            blocking(move || b.list())
+                .await?
+                .map_err(|e| ApiError::bad(format!("{FAILED}{e}")))?
+        }
+        Some(bucket) => state
+            .backups
+            .list_remote(&bucket, "")
+            .await
+            .map_err(|e| ApiError::bad(format!("{FAILED}{}", raw_s3(&e, None))))?,
+    };
     let out: Vec<Value> = items
         .into_iter()
         .map(|i| {
@@ -70,10 +112,10 @@ pub(crate) async fn create(
     _su: Superuser,
     request: Request,
 ) -> ApiResult<Response> {
-    local_only(&state)?;
     if !state.backups.idle() {
         return Err(ApiError::bad(MSG_BUSY));
     }
+    let remote = bucket(&state, StatusCode::BAD_REQUEST)?;
     let (head, body) = request.into_parts();
     let parsed = body::parse(&head.headers, body, state.cfg.http.body_bytes_max)
         .await
@@ -100,7 +142,7 @@ pub(crate) async fn create(
                 None,
             ));
         }
-        if state.backups.exists(&name) {
+        if exists(&state, remote.as_deref(), &name).await {
             return Err(invalid(
                 "name",
                 "validation_backup_name_exists",
@@ -115,8 +157,14 @@ pub(crate) async fn create(
             chrono::Utc::now(),
         );
     }
-    let b = Arc::clone(&state.backups);
-    match blocking(move || b.create(&name)).await? {
+    let created = match remote {
+        None => {
+            let b = Arc::clone(&state.backups);
+            blocking(move || b.create(&name)).await?
+        }
+        Some(bucket) => state.backups.create_remote(&bucket, &name).await,
+    };
+    match created {
         Ok(()) => Ok(StatusCode::NO_CONTENT.into_response()),
         Err(BackupError::Busy) => Err(ApiError::bad(MSG_BUSY)),
         Err(e) => {
@@ -130,10 +178,13 @@ pub(crate) async fn upload(State(state): State<Shared>, request: Request) -> Api
     let (head, body) = request.into_parts();
     // Checked here rather than by the extractor, to read a refused upload's first bytes first.
     let allowed = super::extract::superuser_only(&state, &head.headers).await;
-    if let Err(e) = allowed.and_then(|()| local_only(&state)) {
-        body::discard(body, REFUSED_BODY_READ).await;
-        return Err(e);
-    }
+    let remote = match allowed.and_then(|()| bucket(&state, StatusCode::BAD_REQUEST)) {
+        Ok(remote) => remote,
+        Err(e) => {
+            body::discard(body, REFUSED_BODY_READ).await;
+            return Err(e);
+        }
+    };
     // No size limit, as PocketBase's: a backup is as large as the data.
     let parsed = body::parse_with_files(&head.headers, body, usize::MAX, &state.records.files)
         .await
@@ -157,7 +208,7 @@ pub(crate) async fn upload(State(state): State<Shared>, request: Request) -> Api
             None,
         ));
     }
-    if state.backups.exists(&file.original) {
+    if exists(&state, remote.as_deref(), &file.original).await {
         return Err(invalid(
             "file",
             "validation_backup_name_exists",
@@ -165,19 +216,29 @@ pub(crate) async fn upload(State(state): State<Shared>, request: Request) -> Api
             None,
         ));
     }
+    const FAILED: &str = "Failed to upload backup.";
     let Some(dest) = state.backups.path(&file.original) else {
-        return Err(ApiError::bad("Failed to upload backup."));
+        return Err(ApiError::bad(FAILED));
     };
-    let stored = blocking(move || {
-        if let Some(dir) = dest.parent() {
-            std::fs::create_dir_all(dir)?;
+    let stored = match remote {
+        None => {
+            blocking(move || {
+                dest.parent()
+                    .map_or(Ok(()), std::fs::create_dir_all)
+                    .and_then(|()| file.persist(&dest))
+                    .map_err(|e| e.to_string())
+            })
+            .await?
         }
-        file.persist(&dest)
-    })
-    .await?;
+        // Dropping the upload afterwards removes its temporary file.
+        Some(bucket) => file
+            .send_to(&bucket, &file.original)
+            .await
+            .map_err(|e| e.to_string()),
+    };
     stored.map_err(|e| {
         tracing::warn!(error = %e, "backup upload not stored");
-        ApiError::bad("Failed to upload backup.")
+        ApiError::bad(FAILED)
     })?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -203,7 +264,16 @@ pub(crate) async fn download(
     {
         return Err(ApiError::new(StatusCode::FORBIDDEN, MSG_NO_ACCESS));
     }
-    local_only(&state)?;
+    if let Some(bucket) = bucket(&state, StatusCode::INTERNAL_SERVER_ERROR)? {
+        // Any key of the bucket, served under its last segment's name; a missing object (or
+        // bucket) is PocketBase's plain 400.
+        let name = key.rsplit('/').next().unwrap_or(&key);
+        return super::files::serve_remote(&bucket, &key, name, true, &head.headers, |e| {
+            tracing::warn!(error = %e, "backup not read from S3");
+            ApiError::bad_request()
+        })
+        .await;
+    }
     let path = state.backups.path(&key).ok_or_else(ApiError::not_found)?;
     super::files::serve(path, &key, true, &head.headers).await
 }
@@ -213,14 +283,23 @@ pub(crate) async fn delete(
     _su: Superuser,
     Path(key): Path<String>,
 ) -> ApiResult<Response> {
-    local_only(&state)?;
-    let b = Arc::clone(&state.backups);
-    let k = key.clone();
-    match blocking(move || b.delete(&k)).await? {
+    let deleted = match bucket(&state, StatusCode::INTERNAL_SERVER_ERROR)? {
+        None => {
+            let b = Arc::clone(&state.backups);
+            let k = key.clone();
+            blocking(move || b.delete(&k)).await?
+        }
+        Some(bucket) => state.backups.delete_remote(&bucket, &key).await,
+    };
+    match deleted {
         Ok(()) => Ok(StatusCode::NO_CONTENT.into_response()),
         Err(BackupError::Busy) => Err(ApiError::bad(
             "The backup is currently being used and cannot be deleted.",
         )),
+        Err(BackupError::S3(e)) => Err(ApiError::bad(format!(
+            "Invalid or already deleted backup file. Raw error: \n{}",
+            raw_s3(&e, Some(&key))
+        ))),
         Err(e) => Err(ApiError::bad(format!(
             "Invalid or already deleted backup file. Raw error: \n[key: {key}] {e}."
         ))),
@@ -235,16 +314,31 @@ pub(crate) async fn restore(
     _su: Superuser,
     Path(key): Path<String>,
 ) -> ApiResult<Response> {
-    local_only(&state)?;
     if !state.backups.idle() {
         return Err(ApiError::bad(format!("{MSG_BUSY}.")));
     }
-    let Some(path) = state.backups.path(&key).filter(|p| p.is_file()) else {
-        return Err(ApiError::bad(MSG_MISSING));
+    let prepared = match bucket(&state, StatusCode::INTERNAL_SERVER_ERROR)? {
+        None => {
+            let Some(path) = state.backups.path(&key).filter(|p| p.is_file()) else {
+                return Err(ApiError::bad(MSG_MISSING));
+            };
+            let b = Arc::clone(&state.backups);
+            let k = key.clone();
+            blocking(move || b.prepare(&path, &k)).await?
+        }
+        Some(bucket) => {
+            if !state
+                .backups
+                .exists_remote(&bucket, &key)
+                .await
+                .unwrap_or(false)
+            {
+                return Err(ApiError::bad(MSG_MISSING));
+            }
+            state.backups.prepare_remote(&bucket, &key).await
+        }
     };
-    let b = Arc::clone(&state.backups);
-    let k = key.clone();
-    match blocking(move || b.prepare(&path, &k)).await? {
+    match prepared {
         Ok(prepared) => {
             tracing::info!(key = %key, "restoring a backup: the server restarts on it");
             state.backups.request_restore(prepared);

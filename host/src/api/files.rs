@@ -154,7 +154,7 @@ pub(crate) async fn download(
             .thumb_remote(&bucket, &c.id, &id, &name, thumb, &thumbs)
             .await
             .unwrap_or((key, name));
-        return serve_remote(&bucket, &key, &name, download, &head.headers).await;
+        return serve_remote(&bucket, &key, &name, download, &head.headers, remote_error).await;
     }
     let path = files
         .file_path(&c.id, &id, &name)
@@ -231,12 +231,13 @@ pub(crate) async fn serve(
 /// A file on S3, served as a local one is: a plain GET streams the object with its size,
 /// date and type from the GET's own answer; a conditional GET or a range asks for its
 /// size and date first (HEAD), then fetches only the range it serves.
-async fn serve_remote(
+pub(crate) async fn serve_remote(
     bucket: &Bucket,
     key: &str,
     name: &str,
     download: bool,
     req: &HeaderMap,
+    remote_error: fn(crate::files::S3Error) -> ApiError,
 ) -> ApiResult<Response> {
     let needs_head = req.contains_key(header::RANGE) || req.contains_key(header::IF_MODIFIED_SINCE);
     let fetched = if needs_head {

@@ -6,7 +6,7 @@ use super::body::{self, MSG_LOAD_FAILED};
 use super::error::{ApiError, ApiResult};
 use super::extract::Superuser;
 use super::{Shared, ok_json};
-use crate::files::{Bucket, S3Config};
+use crate::files::Bucket;
 use crate::settings::SettingsError;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
@@ -44,21 +44,9 @@ pub(crate) async fn update(
             }
             SettingsError::Store(s) => s.into(),
         })?;
-    state.records.files.use_s3(s3_config(&saved.s3));
+    state.records.files.use_s3(saved.s3.bucket_config());
     crate::logs::settings_changed(Arc::clone(&state.store), &before.logs, &saved.logs).await;
     Ok(ok_json(&saved.to_api()))
-}
-
-/// The S3 bucket `settings.s3` (or `backups.s3`) describes, None when it is not enabled.
-pub(crate) fn s3_config(s3: &crate::settings::S3) -> Option<S3Config> {
-    s3.enabled.then(|| S3Config {
-        bucket: s3.bucket.clone(),
-        region: s3.region.clone(),
-        endpoint: s3.endpoint.clone(),
-        access_key: s3.access_key.clone(),
-        secret: s3.secret.clone(),
-        force_path_style: s3.force_path_style,
-    })
 }
 
 /// The body of a test endpoint; anything that is not a JSON object (or form) is PocketBase's
@@ -123,7 +111,7 @@ pub(crate) async fn test_s3(
 /// random `pb_settings_test_*` prefix, and that prefix deleted; the first failure, worded as
 /// PocketBase words it.
 async fn probe_s3(s3: &crate::settings::S3) -> Result<(), String> {
-    let Some(config) = s3_config(s3) else {
+    let Some(config) = s3.bucket_config() else {
         return Err("S3 storage filesystem is not enabled".into());
     };
     let bucket =

@@ -1,14 +1,18 @@
-//! Backups: the `pb_data/backups` folder (names, list, create, upload, delete), the one backup or
-//! restore running at a time, and restore's swap of the data directory. No HTTP; the databases
-//! are copied through `store::backup`. The server's generations (`app.rs`) carry out a restore:
-//! the store is closed, the directory swapped, the store opened again, in this process.
+//! Backups: the `pb_data/backups` folder (names, list, create, upload, delete) or, with
+//! `settings.backups.s3` on, a bucket (`remote.rs`); the one backup or restore running at a
+//! time, and restore's swap of the data directory. No HTTP; the databases are copied through
+//! `store::backup`. The server's generations (`app.rs`) carry out a restore: the store is
+//! closed, the directory swapped, the store opened again, in this process.
 
 mod archive;
+mod remote;
 
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use crate::files::{Bucket, S3Config, S3Error};
 
 /// Where backups live, inside the data directory (PocketBase's folder).
 pub(crate) const BACKUPS_DIR: &str = "backups";
@@ -18,10 +22,6 @@ pub(crate) const TEMP_DIR: &str = ".pb_temp_to_delete";
 pub(crate) const LOCK_FILE: &str = ".ferrobase.lock";
 /// The prefix of the names the scheduled backups get (the retention applies to those only).
 pub(crate) const AUTO_PREFIX: &str = "@auto_pb_backup_";
-
-/// What the backups API and the scheduled backup say while `settings.backups.s3` is on: keeping
-/// backups in S3 is not built.
-pub(crate) const S3_UNSUPPORTED: &str = "Backups stored in S3 are not supported yet: disable backups.s3 to use the local backups folder.";
 
 /// One entry of `GET /api/backups`.
 #[derive(Debug, Clone)]
@@ -44,6 +44,9 @@ pub(crate) enum BackupError {
     Invalid(String),
     #[error("{0}")]
     Io(#[from] io::Error),
+    /// The bucket the backups are kept in answered with an error (or not at all).
+    #[error("{0}")]
+    S3(#[from] crate::files::S3Error),
 }
 
 /// The backups of one data directory and the one operation running on them.
@@ -55,6 +58,8 @@ pub(crate) struct Backups {
     pending: Mutex<Option<Prepared>>,
     /// Woken when a restore is pending: the current generation of the server stops.
     restart: tokio::sync::Notify,
+    /// The client of the bucket `settings.backups.s3` names, kept while that does not change.
+    bucket: Mutex<Option<Arc<Bucket>>>,
 }
 
 /// Holds the name in `active` for as long as it lives.
@@ -75,6 +80,19 @@ pub(crate) struct Prepared {
 }
 
 impl Drop for Prepared {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A folder of its own in the temporary folder for one zip (a backup being made, or one
+/// downloaded for a restore), removed with whatever is in it when this goes.
+struct Scratch {
+    dir: PathBuf,
+    zip: PathBuf,
+}
+
+impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = fs::remove_dir_all(&self.dir);
     }
@@ -114,7 +132,27 @@ impl Backups {
             active: Mutex::new(None),
             pending: Mutex::new(None),
             restart: tokio::sync::Notify::new(),
+            bucket: Mutex::new(None),
         }
+    }
+
+    /// Where the backups are kept: the bucket `config` describes (`settings.backups.s3`, as
+    /// the caller read it), or None for the backups folder. A config equal to the previous
+    /// one keeps its client (and its idle connections).
+    pub(crate) fn bucket(&self, config: Option<S3Config>) -> Result<Option<Arc<Bucket>>, S3Error> {
+        let Some(config) = config else {
+            return Ok(None);
+        };
+        let mut kept = self
+            .bucket
+            .lock()
+            .map_err(|_| S3Error::Config("the backups bucket's lock is poisoned"))?;
+        if let Some(b) = kept.as_ref().filter(|b| *b.config() == config) {
+            return Ok(Some(Arc::clone(b)));
+        }
+        let b = Arc::new(Bucket::new(config)?);
+        *kept = Some(Arc::clone(&b));
+        Ok(Some(b))
     }
 
     /// Empty the temporary folder a crash may have left (a partial zip, an extracted archive,
@@ -189,32 +227,43 @@ impl Backups {
         Ok(out)
     }
 
+    /// A new folder of its own in the temporary folder, named `<prefix><random>`.
+    fn scratch(&self, prefix: &str) -> io::Result<Scratch> {
+        let dir = self
+            .temp()?
+            .join(format!("{prefix}{}", crate::schema::ids::lower_alnum(8)));
+        fs::create_dir(&dir)?;
+        let zip = dir.join("backup.zip");
+        Ok(Scratch { dir, zip })
+    }
+
+    /// The zip of the data directory, written in a scratch folder. On any error (a full
+    /// disk) the partial zip is removed. Blocking.
+    fn zip_in_scratch(&self) -> io::Result<Scratch> {
+        let scratch = self.scratch("pb_backup_")?;
+        archive::write_zip(&self.data_dir, &scratch.dir, &scratch.zip)?;
+        Ok(scratch)
+    }
+
     /// Make the backup `name` (the caller checked the name): the zip is written in the
     /// temporary folder and moved into the backups folder once whole, with its sidecar. On any
     /// error (a full disk) the partial zip is removed and nothing is listed. Blocking.
     pub(crate) fn create(&self, name: &str) -> Result<(), BackupError> {
         let _running = self.start(name)?;
         let started = std::time::Instant::now();
-        let temp = self.temp()?;
-        let scratch = temp.join(format!("pb_backup_{}", crate::schema::ids::lower_alnum(8)));
-        fs::create_dir(&scratch)?;
-        let zip = scratch.join("backup.zip");
-        let made = archive::write_zip(&self.data_dir, &scratch, &zip).and_then(|()| {
-            let dir = self.dir();
-            fs::create_dir_all(&dir)?;
-            let dest = dir.join(name);
-            let md5 = md5_of(&zip)?;
-            fs::rename(&zip, &dest)?;
-            crate::files::write_sidecar(&dest, "application/zip", Some(name), &md5)
-        });
-        let _ = fs::remove_dir_all(&scratch);
-        made?;
+        let scratch = self.zip_in_scratch()?;
+        let dir = self.dir();
+        fs::create_dir_all(&dir)?;
+        let dest = dir.join(name);
+        let md5 = md5_of(&scratch.zip)?;
+        fs::rename(&scratch.zip, &dest)?;
+        crate::files::write_sidecar(&dest, "application/zip", Some(name), &md5)?;
         tracing::info!(name, ms = %started.elapsed().as_millis(), "backup created");
         Ok(())
     }
 
-    /// Delete the backup `key` and its sidecar; refused while it is being made or restored.
-    pub(crate) fn delete(&self, key: &str) -> Result<(), BackupError> {
+    /// Refused while `key` is being made or restored.
+    fn check_unused(&self, key: &str) -> Result<(), BackupError> {
         if self
             .active
             .lock()
@@ -223,6 +272,12 @@ impl Backups {
         {
             return Err(BackupError::Busy);
         }
+        Ok(())
+    }
+
+    /// Delete the backup `key` and its sidecar; refused while it is being made or restored.
+    pub(crate) fn delete(&self, key: &str) -> Result<(), BackupError> {
+        self.check_unused(key)?;
         let path = self.path(key).ok_or(BackupError::Missing)?;
         match fs::remove_file(&path) {
             Ok(()) => {}
@@ -235,13 +290,7 @@ impl Backups {
 
     /// Keep the `keep` newest scheduled backups (by modification time), delete the others.
     pub(crate) fn prune_auto(&self, keep: usize) -> io::Result<()> {
-        let mut auto: Vec<Item> = self
-            .list()?
-            .into_iter()
-            .filter(|i| i.key.starts_with(AUTO_PREFIX))
-            .collect();
-        auto.sort_by_key(|i| std::cmp::Reverse(i.modified));
-        for old in auto.into_iter().skip(keep) {
+        for old in beyond_newest(self.list()?, keep) {
             if let Err(e) = self.delete(&old.key) {
                 tracing::warn!(key = %old.key, error = %e, "old scheduled backup not removed");
             }
@@ -253,6 +302,11 @@ impl Backups {
     /// CLI) for a restore. Nothing of the live data is touched. Blocking.
     pub(crate) fn prepare(&self, zip: &Path, name: &str) -> Result<Prepared, BackupError> {
         let _running = self.start(name)?;
+        self.extract(zip)
+    }
+
+    /// [`Self::prepare`]'s work, for a caller that holds the running mark.
+    fn extract(&self, zip: &Path) -> Result<Prepared, BackupError> {
         if !zip.is_file() {
             return Err(BackupError::Missing);
         }
@@ -306,6 +360,17 @@ impl Backups {
             restored,
         })
     }
+}
+
+/// The scheduled backups among `items` past the `keep` newest (by modification time), which
+/// the retention removes.
+fn beyond_newest(items: Vec<Item>, keep: usize) -> Vec<Item> {
+    let mut auto: Vec<Item> = items
+        .into_iter()
+        .filter(|i| i.key.starts_with(AUTO_PREFIX))
+        .collect();
+    auto.sort_by_key(|i| std::cmp::Reverse(i.modified));
+    auto.into_iter().skip(keep).collect()
 }
 
 /// Move every entry of `from` (except those a restore keeps in place) into `to`, by rename
@@ -399,6 +464,30 @@ mod tests {
         ] {
             assert!(!valid_name(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn retention_removes_the_scheduled_backups_past_the_newest() {
+        let at = |s: u64| std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(s);
+        let item = |key: &str, s: u64| Item {
+            key: key.to_owned(),
+            size: 1,
+            modified: at(s),
+        };
+        let items = vec![
+            item("@auto_pb_backup_a_3.zip", 3),
+            item("@auto_pb_backup_a_1.zip", 1),
+            item("mine.zip", 0),
+            item("@auto_pb_backup_a_2.zip", 2),
+            item("notes/readme.txt", 0),
+        ];
+        let gone: Vec<String> = beyond_newest(items.clone(), 2)
+            .into_iter()
+            .map(|i| i.key)
+            .collect();
+        assert_eq!(gone, ["@auto_pb_backup_a_1.zip"]);
+        assert_eq!(beyond_newest(items.clone(), 1).len(), 2);
+        assert!(beyond_newest(items, 3).is_empty());
     }
 
     #[test]

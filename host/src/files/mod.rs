@@ -480,6 +480,21 @@ impl Upload {
         attrs_json(self.mime, Some(&self.original), &self.md5)
     }
 
+    /// Put the upload in `bucket` under `key` (a backup kept in S3), with its type and its
+    /// `original-filename` metadata as a stored file gets them; its temporary file goes when
+    /// it is dropped.
+    pub(crate) async fn send_to(&self, bucket: &Bucket, key: &str) -> Result<(), S3Error> {
+        let temp = self
+            .temp
+            .as_deref()
+            .ok_or_else(|| S3Error::Io(io::Error::other("already placed")))?;
+        let original =
+            &self.original.as_bytes()[..self.original.len().min(ORIGINAL_NAME_BYTES_MAX)];
+        bucket
+            .upload(key, temp, self.mime, &[("original-filename", original)])
+            .await
+    }
+
     /// Keep the upload outside the storage, at `path` (a backup: the backups folder is inside
     /// the data directory, so this is a rename), with its sidecar.
     pub(crate) fn persist(mut self, path: &Path) -> io::Result<()> {

@@ -101,6 +101,14 @@ pub(crate) struct ObjectMeta {
     pub content_type: String,
 }
 
+/// One entry of a bucket listing.
+#[derive(Debug, Clone)]
+pub(crate) struct Listed {
+    pub key: String,
+    pub size: u64,
+    pub modified: SystemTime,
+}
+
 /// One bucket of one S3 service, with its idle connections.
 pub(crate) struct Bucket {
     config: S3Config,
@@ -350,25 +358,51 @@ impl Bucket {
         }
     }
 
+    /// DELETE one object, every error answer reported (a missing bucket); S3 itself answers
+    /// 204 for a missing key.
+    pub(crate) async fn remove(&self, key: &str) -> Result<(), S3Error> {
+        self.call(Method::DELETE, key, &[], Vec::new(), Bytes::new())
+            .await
+            .map(|_| ())
+    }
+
     /// The keys under `prefix`, every page of them.
     pub(crate) async fn list(&self, prefix: &str) -> Result<Vec<String>, S3Error> {
-        let mut keys = Vec::new();
+        Ok(self
+            .list_objects(prefix)
+            .await?
+            .into_iter()
+            .map(|o| o.key)
+            .collect())
+    }
+
+    /// The objects under `prefix` with their sizes and dates, every page of them, in the
+    /// service's order (by key).
+    pub(crate) async fn list_objects(&self, prefix: &str) -> Result<Vec<Listed>, S3Error> {
+        let mut objects = Vec::new();
         let mut token: Option<String> = None;
         loop {
-            let mut query = vec![("list-type", "2".to_owned()), ("prefix", prefix.to_owned())];
+            // PocketBase's client asks for 1,000 keys a page and names no empty prefix (the
+            // URL shows in its errors).
+            let mut query = vec![
+                ("list-type", "2".to_owned()),
+                ("max-keys", "1000".to_owned()),
+            ];
+            if !prefix.is_empty() {
+                query.push(("prefix", prefix.to_owned()));
+            }
             if let Some(t) = token.take() {
                 query.push(("continuation-token", t));
             }
             let body = self
                 .call(Method::GET, "", &query, Vec::new(), Bytes::new())
                 .await?;
-            let text = String::from_utf8_lossy(&body);
-            keys.extend(xml_values(&text, "Key"));
+            objects.extend(listed(&String::from_utf8_lossy(&body)));
             match xml_value(&body, "NextContinuationToken") {
                 Some(t) if xml_value(&body, "IsTruncated").as_deref() == Some("true") => {
                     token = Some(t);
                 }
-                _ => return Ok(keys),
+                _ => return Ok(objects),
             }
         }
     }
@@ -782,6 +816,22 @@ fn path_escape(s: &[u8]) -> String {
     out
 }
 
+/// The objects of one page of a ListObjectsV2 answer.
+fn listed(text: &str) -> Vec<Listed> {
+    xml_elements(text, "Contents")
+        .filter_map(|c| {
+            let key = xml_values(c, "Key").into_iter().next()?;
+            let field = |tag| xml_values(c, tag).into_iter().next().unwrap_or_default();
+            Some(Listed {
+                key,
+                size: field("Size").parse().unwrap_or(0),
+                modified: chrono::DateTime::parse_from_rfc3339(&field("LastModified"))
+                    .map_or(SystemTime::UNIX_EPOCH, SystemTime::from),
+            })
+        })
+        .collect()
+}
+
 /// The text of the first `<tag>` element (XML entities decoded).
 fn xml_value(body: &[u8], tag: &str) -> Option<String> {
     xml_values(&String::from_utf8_lossy(body), tag)
@@ -790,16 +840,20 @@ fn xml_value(body: &[u8], tag: &str) -> Option<String> {
 }
 
 fn xml_values(text: &str, tag: &str) -> Vec<String> {
+    xml_elements(text, tag).map(xml_unescape).collect()
+}
+
+/// The raw contents of every `<tag>` element (a listing's `<Contents>`, read field by field).
+fn xml_elements<'a>(text: &'a str, tag: &str) -> impl Iterator<Item = &'a str> {
     let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
-    let mut out = Vec::new();
     let mut rest = text;
-    while let Some(i) = rest.find(&open) {
+    std::iter::from_fn(move || {
+        let i = rest.find(&open)?;
         let after = &rest[i + open.len()..];
-        let Some(j) = after.find(&close) else { break };
-        out.push(xml_unescape(&after[..j]));
+        let j = after.find(&close)?;
         rest = &after[j + close.len()..];
-    }
-    out
+        Some(&after[..j])
+    })
 }
 
 fn xml_unescape(s: &str) -> String {
@@ -908,6 +962,38 @@ mod tests {
              SignedHeaders=content-type;host;x-amz-content-sha256;x-amz-date;x-amz-meta-original-filename, \
              Signature=07ed05bbd43237f23009bbe2f7bcd7da3747b41c90ee18c5d267a3a627571583"
         );
+    }
+
+    #[test]
+    fn a_listing_gives_keys_sizes_and_dates() {
+        let page = "<ListBucketResult><Name>b</Name><Contents><Key>a&amp;b/@auto.zip</Key>\
+            <LastModified>2026-12-04T12:36:53.000Z</LastModified><ETag>&#34;x&#34;</ETag>\
+            <Size>225834</Size></Contents><Contents><Key>&lt;x&gt;.txt</Key><Size>5</Size>\
+            <LastModified>2026-12-04T12:37:00.500Z</LastModified></Contents>\
+            <IsTruncated>false</IsTruncated></ListBucketResult>";
+        let got: Vec<_> = listed(page)
+            .into_iter()
+            .map(|o| {
+                let at = chrono::DateTime::<chrono::Utc>::from(o.modified);
+                (o.key, o.size, at.to_rfc3339())
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    "a&b/@auto.zip".to_owned(),
+                    225_834,
+                    "2026-12-04T12:36:53+00:00".to_owned()
+                ),
+                (
+                    "<x>.txt".to_owned(),
+                    5,
+                    "2026-12-04T12:37:00.500+00:00".to_owned()
+                ),
+            ]
+        );
+        assert!(listed("<ListBucketResult><KeyCount>0</KeyCount></ListBucketResult>").is_empty());
     }
 
     #[test]

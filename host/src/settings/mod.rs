@@ -63,6 +63,21 @@ pub(crate) struct S3 {
     pub force_path_style: bool,
 }
 
+impl S3 {
+    /// The bucket this section describes, None when it is not enabled. (Plain data: the
+    /// areas that talk to S3 are handed it and never read settings themselves.)
+    pub(crate) fn bucket_config(&self) -> Option<crate::files::S3Config> {
+        self.enabled.then(|| crate::files::S3Config {
+            bucket: self.bucket.clone(),
+            region: self.region.clone(),
+            endpoint: self.endpoint.clone(),
+            access_key: self.access_key.clone(),
+            secret: self.secret.clone(),
+            force_path_style: self.force_path_style,
+        })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub(crate) struct Backups {

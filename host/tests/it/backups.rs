@@ -2,10 +2,13 @@
 //! it began (through the CLI into a fresh data dir, and through the API in place, the server
 //! going on on the restored data); archives that are broken, foreign or unsafe are refused with
 //! the data untouched and nothing written outside; a backup that runs out of space fails and
-//! leaves nothing behind; the built-in crons, scheduled backups and their retention; and backups
-//! moving both ways between ferrobase and the reference PocketBase.
+//! leaves nothing behind; the built-in crons, scheduled backups and their retention; backups
+//! moving both ways between ferrobase and the reference PocketBase; and backups kept in S3
+//! (`settings.backups.s3`, on moto's server): made, listed, downloaded, uploaded in parts,
+//! deleted, restored, pruned, and answered as the reference answers on the same server.
 
 use crate::common::{Resp, Server, ferrobase_bin, reference_bin};
+use crate::s3::{Moto, SECRET, moto};
 use serde_json::{Value, json};
 use std::io::Write as _;
 use std::path::Path;
@@ -298,34 +301,6 @@ fn a_restore_through_the_api_swaps_the_data_and_the_server_goes_on() {
     let h = s.req("GET", "/api/health", Some(&su), None);
     assert_eq!(h.json["data"]["canBackup"], json!(true));
     assert_eq!(temp_entries(&s.data_dir()), 0);
-    // Backups kept in S3 are not built: with backups.s3 on, the API says so.
-    let r = s.req(
-        "PATCH",
-        "/api/settings",
-        Some(&su),
-        Some(
-            &json!({"backups": {"s3": {"enabled": true, "bucket": "b", "region": "r",
-            "endpoint": "http://127.0.0.1:9", "accessKey": "k", "secret": "s"}}}),
-        ),
-    );
-    assert_eq!(r.status, 200, "{}", r.json);
-    let r = s.req("POST", "/api/backups", Some(&su), Some(&json!({})));
-    assert_eq!(r.status, 400);
-    assert!(
-        r.json["message"]
-            .as_str()
-            .unwrap()
-            .contains("not supported yet"),
-        "{}",
-        r.json
-    );
-    let r = s.req(
-        "PATCH",
-        "/api/settings",
-        Some(&su),
-        Some(&json!({"backups": {"s3": {"enabled": false}}})),
-    );
-    assert_eq!(r.status, 200, "{}", r.json);
     // A missing backup is PocketBase's 400.
     let r = restore(&s, &su, "nope.zip");
     assert_eq!(
@@ -606,5 +581,410 @@ fn backups_move_both_ways_between_ferrobase_and_the_reference() {
         "PocketBase on ferrobase's backup",
         Duration::from_secs(60),
         || items_now(&pb) == Some(json!([{"title": "from ferrobase"}])),
+    );
+}
+
+// ---- Backups kept in S3 (`settings.backups.s3`), on moto's server ----
+
+/// Keep `s`'s backups in `bucket` of the moto server.
+fn backups_in(s: &Server, su: &str, moto: &Moto, bucket: &str) {
+    let r = s.req(
+        "PATCH",
+        "/api/settings",
+        Some(su),
+        Some(
+            &json!({"backups": {"s3": {"enabled": true, "bucket": bucket, "region": "us-east-1",
+            "endpoint": moto.endpoint, "accessKey": "ferrobase-test", "secret": SECRET,
+            "forcePathStyle": true}}}),
+        ),
+    );
+    assert_eq!(r.status, 200, "{}", r.json);
+}
+
+/// `GET /api/backups/{key}` with a superuser file token (and a `Range` header): the status,
+/// the headers that describe the file, and the bytes.
+fn fetch(s: &Server, su: &str, key: &str, range: Option<&str>) -> (u16, Value, Vec<u8>) {
+    let tok = s.req("POST", "/api/files/token", Some(su), None);
+    let tok = tok.json["token"].as_str().unwrap().to_owned();
+    let mut req = agent().get(format!("http://{}/api/backups/{key}?token={tok}", s.addr));
+    if let Some(r) = range {
+        req = req.header("range", r);
+    }
+    let mut r = req.call().unwrap();
+    let h = |k: &str| {
+        r.headers()
+            .get(k)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let headers = json!({
+        "type": h("content-type"),
+        "disposition": h("content-disposition"),
+        "length": h("content-length"),
+        "range": h("content-range"),
+    });
+    let status = r.status().as_u16();
+    let bytes = r
+        .body_mut()
+        .with_config()
+        .limit(1 << 30)
+        .read_to_vec()
+        .unwrap();
+    (status, headers, bytes)
+}
+
+/// The multipart upload of `bytes` as the backup `name`: status and body.
+fn upload_answer(s: &Server, su: &str, name: &str, bytes: &[u8]) -> (u16, Value) {
+    let boundary = "ferrobase-backup-test-boundary";
+    let mut body = Vec::new();
+    write!(
+        body,
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n\
+         Content-Type: application/zip\r\n\r\n"
+    )
+    .unwrap();
+    body.extend_from_slice(bytes);
+    write!(body, "\r\n--{boundary}--\r\n").unwrap();
+    let ct = format!("multipart/form-data; boundary={boundary}");
+    let r = s.raw("POST", "/api/backups/upload", Some(su), Some((&ct, &body)));
+    (r.status, r.json)
+}
+
+fn add_post(s: &Server, su: &str, title: &str) {
+    let r = s.req(
+        "POST",
+        "/api/collections/posts/records",
+        Some(su),
+        Some(&json!({"title": title})),
+    );
+    assert_eq!(r.status, 200, "{}", r.json);
+}
+
+#[test]
+fn backups_in_s3_are_made_listed_downloaded_uploaded_deleted_and_restored() {
+    let Some(moto) = moto() else {
+        return;
+    };
+    let s = Server::start();
+    let su = s.su_token();
+    let bucket = moto.bucket();
+    backups_in(&s, &su, moto, &bucket);
+    posts(&s, &su);
+    add_post(&s, &su, "before");
+    assert_eq!(keys(&s, &su), Vec::<String>::new());
+
+    // Made: the object is the backup, at the bucket's root, typed and named as PocketBase
+    // stores it; nothing is left in the data dir (no backups folder, an empty temp folder).
+    assert_eq!(backup(&s, &su, "snap.zip").status, 204);
+    assert_eq!(moto.keys(&bucket, ""), ["snap.zip"]);
+    let (stored, meta) = moto.object(&bucket, "snap.zip").unwrap();
+    assert_eq!(
+        meta,
+        json!({"type": "application/zip", "original": "snap.zip"})
+    );
+    assert!(!s.data_dir().join("backups").exists());
+    assert_eq!(temp_entries(&s.data_dir()), 0);
+
+    // Listed with the object's size and date.
+    let r = s.req("GET", "/api/backups", Some(&su), None);
+    assert_eq!(r.status, 200);
+    let items = r.json.as_array().unwrap();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["key"], "snap.zip");
+    assert_eq!(items[0]["size"], json!(stored.len()));
+    let modified = items[0]["modified"].as_str().unwrap();
+    assert!(
+        regex::Regex::new(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}Z$")
+            .unwrap()
+            .is_match(modified),
+        "{modified}"
+    );
+
+    // Downloaded whole and by range, as an attachment.
+    let (status, headers, bytes) = fetch(&s, &su, "snap.zip", None);
+    assert_eq!(status, 200);
+    assert_eq!(bytes, stored);
+    assert_eq!(headers["type"], "application/zip");
+    assert_eq!(headers["disposition"], "attachment; filename=\"snap.zip\"");
+    let (status, headers, bytes) = fetch(&s, &su, "snap.zip", Some("bytes=2-9"));
+    assert_eq!(status, 206);
+    assert_eq!(bytes, stored[2..10]);
+    assert_eq!(headers["range"], format!("bytes 2-9/{}", stored.len()));
+
+    // The name is taken, in the bucket.
+    let r = backup(&s, &su, "snap.zip");
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.json["data"]["name"]["code"],
+        "validation_backup_name_exists"
+    );
+
+    // Uploaded: a zip larger than one part goes up in parts and comes back the same.
+    let mut big = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    big.start_file(
+        "noise.bin",
+        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored),
+    )
+    .unwrap();
+    let mut noise = vec![0u8; 7 << 20];
+    let mut x = 0x2545_f491_4f6c_dd1d_u64;
+    for b in &mut noise {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    big.write_all(&noise).unwrap();
+    let big = big.finish().unwrap().into_inner();
+    assert_eq!(upload_answer(&s, &su, "big.zip", &big).0, 204);
+    let (got, meta) = moto.object(&bucket, "big.zip").unwrap();
+    assert!(got == big, "the uploaded zip differs");
+    assert_eq!(
+        meta,
+        json!({"type": "application/zip", "original": "big.zip"})
+    );
+    let (status, body) = upload_answer(&s, &su, "big.zip", &big);
+    assert_eq!(status, 400);
+    assert_eq!(
+        body["data"]["file"]["code"],
+        "validation_backup_name_exists"
+    );
+    assert_eq!(keys(&s, &su), ["big.zip", "snap.zip"]);
+    assert_eq!(temp_entries(&s.data_dir()), 0);
+
+    // Deleted (a missing key too: S3 answers so).
+    let r = s.req("DELETE", "/api/backups/big.zip", Some(&su), None);
+    assert_eq!(r.status, 204, "{}", r.json);
+    assert_eq!(moto.keys(&bucket, ""), ["snap.zip"]);
+    let r = s.req("DELETE", "/api/backups/big.zip", Some(&su), None);
+    assert_eq!(r.status, 204, "{}", r.json);
+
+    // Restored: downloaded, checked, swapped in; the server goes on on it.
+    add_post(&s, &su, "after");
+    let r = restore(&s, &su, "nope.zip");
+    assert_eq!(
+        (r.status, r.json["message"].as_str()),
+        (400, Some("Missing or invalid backup file."))
+    );
+    // An object that is no backup is downloaded, refused, and removed; nothing changes.
+    moto.put(
+        &bucket,
+        "junk.zip",
+        "application/zip",
+        b"PK\x03\x04 not a zip",
+    );
+    let r = restore(&s, &su, "junk.zip");
+    assert_eq!(
+        (r.status, r.json["message"].as_str()),
+        (400, Some("Missing or invalid backup file."))
+    );
+    assert_eq!(temp_entries(&s.data_dir()), 0);
+    assert_eq!(titles(&s, &su), ["after", "before"]);
+    let r = s.req("DELETE", "/api/backups/junk.zip", Some(&su), None);
+    assert_eq!(r.status, 204, "{}", r.json);
+    // An object that is no backup is downloaded, refused, and removed; nothing changes.
+    moto.put(
+        &bucket,
+        "junk.zip",
+        "application/zip",
+        b"PK\x03\x04 not a zip",
+    );
+    let r = restore(&s, &su, "junk.zip");
+    assert_eq!(
+        (r.status, r.json["message"].as_str()),
+        (400, Some("Missing or invalid backup file."))
+    );
+    assert_eq!(temp_entries(&s.data_dir()), 0);
+    assert_eq!(titles(&s, &su), ["after", "before"]);
+    let r = s.req("DELETE", "/api/backups/junk.zip", Some(&su), None);
+    assert_eq!(r.status, 204, "{}", r.json);
+    let r = restore(&s, &su, "snap.zip");
+    assert_eq!(r.status, 204, "{}", r.json);
+    eventually("the restored data served", Duration::from_secs(30), || {
+        items_now(&s) == Some(json!([{"title": "before"}]))
+    });
+    add_post(&s, &su, "later");
+    assert_eq!(titles(&s, &su), ["before", "later"]);
+    // The restored settings are the backup's, made with `backups.s3` on: still on the bucket.
+    let r = s.req("GET", "/api/settings", Some(&su), None);
+    assert_eq!(r.json["backups"]["s3"]["enabled"], json!(true));
+    assert_eq!(moto.keys(&bucket, ""), ["snap.zip"]);
+    let h = s.req("GET", "/api/health", Some(&su), None);
+    assert_eq!(h.json["data"]["canBackup"], json!(true));
+    eventually(
+        "the temporary folder emptied",
+        Duration::from_secs(10),
+        || temp_entries(&s.data_dir()) == 0,
+    );
+}
+
+#[test]
+fn scheduled_backups_in_s3_keep_cron_max_keep() {
+    let Some(moto) = moto() else {
+        return;
+    };
+    let s = Server::start();
+    let su = s.su_token();
+    let bucket = moto.bucket();
+    backups_in(&s, &su, moto, &bucket);
+    let r = s.req(
+        "PATCH",
+        "/api/settings",
+        Some(&su),
+        Some(&json!({"backups": {"cron": "0 0 * * *", "cronMaxKeep": 2}})),
+    );
+    assert_eq!(r.status, 200, "{}", r.json);
+    // A backup made by hand and an object that is no scheduled backup are never pruned.
+    assert_eq!(backup(&s, &su, "mine.zip").status, 204);
+    moto.put(&bucket, "notes/readme.txt", "text/plain", b"hello");
+    // S3 keeps dates to the second: the runs are more than a second apart.
+    for n in 1..=3 {
+        let r = s.req("POST", "/api/crons/__pbAutoBackup__", Some(&su), None);
+        assert_eq!(r.status, 204);
+        eventually("the scheduled backup", Duration::from_secs(30), || {
+            moto.keys(&bucket, "@auto_pb_backup_").len() == n.min(2) && {
+                let h = s.req("GET", "/api/health", Some(&su), None);
+                h.json["data"]["canBackup"] == json!(true)
+            }
+        });
+        std::thread::sleep(Duration::from_millis(1100));
+    }
+    let auto = moto.keys(&bucket, "@auto_pb_backup_");
+    assert!(
+        auto.iter()
+            .all(|k| k.starts_with("@auto_pb_backup_acme_") && k.ends_with(".zip")),
+        "{auto:?}"
+    );
+    // The two newest: the first run's name (the smallest time) is gone.
+    let mut listed = keys(&s, &su);
+    listed.sort();
+    assert_eq!(listed.len(), 4, "{listed:?}");
+    assert!(listed.contains(&"mine.zip".to_owned()));
+    assert!(listed.contains(&"notes/readme.txt".to_owned()));
+    assert!(!s.data_dir().join("backups").exists());
+    assert_eq!(temp_entries(&s.data_dir()), 0);
+}
+
+/// The answers of one server to the same steps on S3, with what differs by nature (dates,
+/// zip sizes) masked.
+fn s3_answers(s: &Server, moto: &Moto, bucket: &str, missing: &str, closed: u16) -> Vec<Value> {
+    let su = s.su_token();
+    let mut out = Vec::new();
+    backups_in(s, &su, moto, bucket);
+    let mut step = |what: &str, r: Resp| out.push(json!([what, r.status, r.json]));
+    step("empty list", s.req("GET", "/api/backups", Some(&su), None));
+    step("create", backup(s, &su, "one.zip"));
+    moto.put(bucket, "dir/x.txt", "text/plain", b"hello");
+    let mut list = s.req("GET", "/api/backups", Some(&su), None);
+    // S3's dates are to the second.
+    let date = regex::Regex::new(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.000Z$").unwrap();
+    for item in list.json.as_array_mut().unwrap() {
+        let modified = item["modified"].as_str().unwrap().to_owned();
+        item["modified"] = json!(date.is_match(&modified));
+        if item["key"] == "one.zip" {
+            item["size"] = json!(item["size"].as_u64().unwrap() > 0);
+        }
+    }
+    step("list", list);
+    step("create a taken name", backup(s, &su, "one.zip"));
+    step("create a bad name", backup(s, &su, "One.zip"));
+    let (_, _, zip) = fetch(s, &su, "one.zip", None);
+    let (status, json) = upload_answer(s, &su, "one.zip", &zip);
+    step(
+        "upload a taken name",
+        Resp {
+            status,
+            content_type: String::new(),
+            headers: Vec::new(),
+            json,
+        },
+    );
+    let fetched = |key: &str| {
+        let (status, headers, bytes) = fetch(s, &su, key, None);
+        json!([status, headers, String::from_utf8_lossy(&bytes)])
+    };
+    let nested = fetched("dir%2Fx.txt");
+    let missing_key = fetched("nope.zip");
+    step(
+        "delete a missing key",
+        s.req("DELETE", "/api/backups/nope.zip", Some(&su), None),
+    );
+    step("restore a missing key", restore(s, &su, "nope.zip"));
+    // The bucket is gone.
+    backups_in(s, &su, moto, missing);
+    step(
+        "list, no bucket",
+        s.req("GET", "/api/backups", Some(&su), None),
+    );
+    step("create, no bucket", backup(s, &su, "two.zip"));
+    // The zip made for the upload that failed is gone.
+    assert_eq!(temp_entries(&s.data_dir()), 0);
+    step(
+        "delete, no bucket",
+        s.req("DELETE", "/api/backups/one.zip", Some(&su), None),
+    );
+    step("restore, no bucket", restore(s, &su, "one.zip"));
+    let (status, json) = upload_answer(s, &su, "three.zip", &zip);
+    step(
+        "upload, no bucket",
+        Resp {
+            status,
+            content_type: String::new(),
+            headers: Vec::new(),
+            json,
+        },
+    );
+    let no_bucket = fetched("one.zip");
+    // Nothing listens at the endpoint.
+    let r = s.req(
+        "PATCH",
+        "/api/settings",
+        Some(&su),
+        Some(&json!({"backups": {"s3": {"endpoint": format!("http://127.0.0.1:{closed}")}}})),
+    );
+    assert_eq!(r.status, 200, "{}", r.json);
+    step(
+        "list, no server",
+        s.req("GET", "/api/backups", Some(&su), None),
+    );
+    step("create, no server", backup(s, &su, "two.zip"));
+    step(
+        "delete, no server",
+        s.req("DELETE", "/api/backups/one.zip", Some(&su), None),
+    );
+    step("restore, no server", restore(s, &su, "one.zip"));
+    out.push(json!(["download nested", nested]));
+    out.push(json!(["download missing", missing_key]));
+    out.push(json!(["download, no bucket", no_bucket]));
+    out.push(json!(["download, no server", fetched("one.zip")]));
+    out
+}
+
+#[test]
+fn backups_in_s3_answer_as_the_reference_does() {
+    let Some(moto) = moto() else {
+        return;
+    };
+    let Some(ref_bin) = reference_bin() else {
+        return;
+    };
+    let missing = format!("fb-missing-{}", std::process::id());
+    let pb = Server::start_bin(ref_bin.to_str().unwrap());
+    let fb = Server::start();
+    let closed = crate::common::free_port();
+    let want = s3_answers(&pb, moto, &moto.bucket(), &missing, closed);
+    let got = s3_answers(&fb, moto, &moto.bucket(), &missing, closed);
+    assert_eq!(want.len(), got.len());
+    for (w, g) in want.iter().zip(&got) {
+        assert_eq!(g, w, "ferrobase (left) and PocketBase (right) differ");
+    }
+    // The S3 error is PocketBase's raw text, with the service's answer in it.
+    let listed = want.iter().find(|s| s[0] == "list, no bucket").unwrap();
+    assert!(
+        listed[2]["message"]
+            .as_str()
+            .unwrap()
+            .contains("404 NoSuchBucket"),
+        "{listed}"
     );
 }

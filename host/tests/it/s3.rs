@@ -121,6 +121,18 @@ impl Moto {
         keys
     }
 
+    /// Put an object into `bucket` behind the servers' backs.
+    pub fn put(&self, bucket: &str, key: &str, content_type: &str, bytes: &[u8]) {
+        let r = self
+            .agent
+            .put(format!("{}/{bucket}/{key}", self.endpoint))
+            .header("authorization", MOTO_AUTH)
+            .header("content-type", content_type)
+            .send(bytes)
+            .expect("put object");
+        assert_eq!(r.status(), 200, "put {bucket}/{key}");
+    }
+
     /// An object's bytes and its content type and `original-filename` metadata, or None.
     pub fn object(&self, bucket: &str, key: &str) -> Option<(Vec<u8>, Value)> {
         let mut r = self
