@@ -9,7 +9,9 @@ Normally started through bench/run.sh (which builds and installs what is missing
 
 For every scenario and repetition the servers run interleaved (ferrobase, PocketBase, ferrobase, ...),
 each on a fresh copy of the same PocketBase-written data dir, pinned to one core, with wrk pinned to
-the other. See bench/README.md for the method and how to read the table.
+the other. Both write their request log as PocketBase does by default (`--no-logs` switches it off);
+list_1k also runs with the other setting, for the "logs on vs off" table. See bench/README.md for the
+method and how to read the table.
 """
 import argparse
 import datetime
@@ -62,6 +64,12 @@ BACKGROUND = {"create_during_batches": ("batch.lua", 1, 4)}
 BATCH_SIZE = 50
 SERVERS = ("ferrobase", "pocketbase", "baseline")
 LABEL = {"ferrobase": "ferrobase", "pocketbase": "PocketBase", "ceiling": "ceiling", "baseline": "baseline"}
+# PocketBase 0.40.6's default `logs` settings (a request row per request, kept 5 days). The seeded
+# templates have the log off (maxDays 0); each run sets one of these through the settings API.
+LOGS_ON = {"maxDays": 5, "minLevel": 0, "logIP": True, "logAuthId": False, "maxDataSize": 0}
+LOGS_OFF = {"maxDays": 0}
+# The scenario run a second time with the other request-log setting, for the on/off table.
+LOGS_COMPARE = "list_1k"
 
 
 def log(msg):
@@ -148,7 +156,9 @@ def children_cpu():
 class Server:
     """One server process on a fresh copy of a template, pinned with taskset."""
 
-    def __init__(self, kind, a, template, logpath):
+    def __init__(self, kind, a, template, logpath, request_log=None):
+        """`request_log`: True or False sets the request log through the settings API once the
+        server is up; None leaves the template's setting (off)."""
         self.kind = kind
         self.port = common.free_port()
         self.base = f"http://127.0.0.1:{self.port}"
@@ -172,9 +182,19 @@ class Server:
         self.pid = self.proc.pid  # taskset execs the server, so this is the server's pid
         try:
             self.start_s = common.wait_healthy(self.base, self.proc, timeout=a.start_timeout)
+            if kind != "ceiling" and request_log is not None:
+                self.set_request_log(request_log)
         except RuntimeError:
             self.stop()
             raise
+
+    def set_request_log(self, on):
+        """The request log as PocketBase has it by default (on), or off: through the settings API,
+        as an operator would, so each server applies it its own way."""
+        token = common.auth(self.base, "_superusers", seed.SUPERUSER_EMAIL, seed.SUPERUSER_PASSWORD)
+        st, raw = common.http("PATCH", self.base + "/api/settings", {"logs": LOGS_ON if on else LOGS_OFF}, token)
+        if st != 200:
+            raise RuntimeError(f"request log {'on' if on else 'off'}: HTTP {st} {raw[:200]!r}")
 
     def stop(self):
         rc = common.stop(self.proc)
@@ -346,15 +366,15 @@ def measure(a, script, base, path, proc, warm_env, run_env, row, conns=None, bus
     return res
 
 
-def run_one(a, scn, kind, rep, ctx):
+def run_one(a, scn, kind, rep, request_log, ctx):
     ds, script, path, _ = SCENARIOS[scn]
     tpl = ctx["templates"][ds]
     row = {"ts": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "run_id": ctx["run_id"], "scenario": scn, "server": kind, "rep": rep, "dataset": ds,
-           "records": DATASETS[ds], **ctx["static"]}
-    logpath = os.path.join(ctx["logdir"], f"{scn}-{kind}-{rep}.log")
+           "records": DATASETS[ds], "request_log": request_log if kind != "ceiling" else None, **ctx["static"]}
+    logpath = os.path.join(ctx["logdir"], f"{scn}-{kind}-{rep}-log{'on' if request_log else 'off'}.log")
     try:
-        srv = Server(kind, a, tpl["dir"], logpath)
+        srv = Server(kind, a, tpl["dir"], logpath, request_log)
     except (RuntimeError, OSError) as e:
         row.update(status="failed", error=f"start: {e}")
         return row
@@ -486,16 +506,20 @@ def cpu_per_req(rs):
 
 
 def render(rows, ctx, a):
-    by = {}
+    main_log = not a.no_logs
+    by, other = {}, {}
     for r in rows:
-        by.setdefault((r["scenario"], r["server"]), []).append(r)
+        # the headline is the runs under the chosen request-log setting; the others feed the
+        # logs on vs off table only
+        into = other if r.get("request_log") is not None and r["request_log"] != main_log else by
+        into.setdefault((r["scenario"], r["server"]), []).append(r)
     st = ctx["static"]
     md = [f"## ferrobase vs PocketBase — {ctx['run_id']}", "",
           f"commit `{(st['git']['commit'] or '?')[:12]}`{' (dirty)' if st['git']['dirty'] else ''}, "
           f"{st['pocketbase']}; {st['machine']['cpu_model']} ({st['machine']['cpus']} cpus); "
           f"server on cpu {a.server_cpus or 'any'}, wrk -t{a.threads} -c{a.conns} on cpu {a.wrk_cpus or 'any'}; "
-          f"{a.reps} rep(s) × {a.duration}s after {a.warmup}s warm-up; PocketBase request log "
-          f"{'on' if a.pb_logs else 'off'}.", "",
+          f"{a.reps} rep(s) × {a.duration}s after {a.warmup}s warm-up; request log "
+          f"{'off (--no-logs)' if a.no_logs else 'on for both servers (PocketBase default settings)'}.", "",
           "| scenario | records | ferrobase req/s | PocketBase req/s | ferrobase / PocketBase | "
           "ferrobase p50 / p95 / p99 ms | PocketBase p50 / p95 / p99 ms | peak RSS MB fb / pb | errors fb / pb |",
           "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -520,6 +544,20 @@ def render(rows, ctx, a):
                 cpu_per_req(fb), cpu_per_req(bl),
                 f"{lat(med([r['lat_p99_ms'] for r in fb if r.get('lat_p99_ms')]))} / "
                 f"{lat(med([r['lat_p99_ms'] for r in bl if r.get('lat_p99_ms')]))}",
+            ]) + " |")
+    if other:
+        on, off = (by, other) if main_log else (other, by)
+        md += ["", f"**{LOGS_COMPARE} with request logs on vs off** (the same scenario run under both "
+               "settings, interleaved in each rep; CPU µs/req = the server's CPU time per successful response):", "",
+               "| server | req/s logs on | req/s logs off | on / off | CPU µs/req on | CPU µs/req off |",
+               "|---|---:|---:|---:|---:|---:|"]
+        for kind in SERVERS:
+            ron, roff = on.get((LOGS_COMPARE, kind), []), off.get((LOGS_COMPARE, kind), [])
+            if not ron and not roff:
+                continue
+            md.append("| " + " | ".join([
+                LABEL[kind], rps_cell(ron), rps_cell(roff),
+                ratio(ron, roff).replace("PocketBase failed", "off failed"), cpu_per_req(ron), cpu_per_req(roff),
             ]) + " |")
     ce = by.get(("ceiling", "ceiling"), [])
     if ce:
@@ -566,8 +604,9 @@ def render(rows, ctx, a):
 
 def prepare_template(a, ds):
     out = os.path.join(a.work, "templates", ds)
+    # The template's own request log stays off (it is shared with realtime.py); each run sets it.
     ns = argparse.Namespace(pb=a.pb, out=out, posts=DATASETS[ds], private=1000, users=50, batch=500, workers=2,
-                            seed=42, pb_logs=a.pb_logs, force=a.reseed)
+                            seed=42, pb_logs=False, force=a.reseed)
     facts = seed.build(ns)
     users = json.load(open(os.path.join(out, "users.json")))
     owners_file = os.path.join(out, "owners.txt")
@@ -601,8 +640,11 @@ def main():
     ap.add_argument("--req-timeout", type=int, default=5, help="wrk per-request timeout in seconds (default 5)")
     ap.add_argument("--server-cpus", default="0", help="taskset cpu list for the server ('' = no pinning)")
     ap.add_argument("--wrk-cpus", default="1", help="taskset cpu list for wrk ('' = no pinning)")
-    ap.add_argument("--pb-logs", action="store_true",
-                    help="keep PocketBase's request log on (default off: ferrobase keeps none)")
+    ap.add_argument("--no-logs", action="store_true",
+                    help="request logs off for both servers (logs.maxDays = 0); default: on, as PocketBase "
+                    "ships (maxDays 5, minLevel 0)")
+    ap.add_argument("--no-logs-compare", action="store_true",
+                    help=f"skip the second {LOGS_COMPARE} run with the other request-log setting")
     ap.add_argument("--reseed", action="store_true", help="rebuild the data templates even if cached")
     ap.add_argument("--settle-max", type=int, default=60,
                     help="after the warm-up, wait at most this many s for the server to go idle (default 60)")
@@ -668,7 +710,7 @@ def main():
         "git": git_info(a.root), "machine": machine_info(), "pocketbase": pb_version,
         "params": {"duration_s": a.duration, "warmup_s": a.warmup, "reps": a.reps, "conns": a.conns,
                    "threads": a.threads, "req_timeout_s": a.req_timeout, "settle_max_s": a.settle_max, "server_cpus": a.server_cpus,
-                   "wrk_cpus": a.wrk_cpus, "pb_request_log": a.pb_logs},
+                   "wrk_cpus": a.wrk_cpus},
     }
 
     for ds in sorted({SCENARIOS[s][0] for s in scenarios}, key=lambda d: DATASETS[d]):
@@ -678,15 +720,23 @@ def main():
     if "filter_sort" in scenarios:
         ctx["filter_expect"] = filter_expectation(ctx["templates"]["1k"])
 
-    plan = [(s, k, rep) for s in scenarios for rep in range(a.reps)
-            for k in (["ceiling"] if s == "ceiling" else servers)]
+    main_log = not a.no_logs
+    plan = []
+    for s in scenarios:
+        for rep in range(a.reps):
+            if s == "ceiling":
+                plan.append((s, "ceiling", rep, None))
+                continue
+            plan += [(s, k, rep, main_log) for k in servers]
+            if s == LOGS_COMPARE and not a.no_logs_compare:
+                plan += [(s, k, rep, not main_log) for k in servers]
     est = len(plan) * (a.duration + a.warmup + 3)
     log(f"{len(plan)} runs, about {est // 60} min {est % 60} s; logs in {os.path.relpath(ctx['logdir'])}")
 
     rows = []
     out_jsonl = os.path.join(a.results, "results.jsonl")
-    for i, (scn, kind, rep) in enumerate(plan, 1):
-        row = run_one(a, scn, kind, rep, ctx)
+    for i, (scn, kind, rep, request_log) in enumerate(plan, 1):
+        row = run_one(a, scn, kind, rep, request_log, ctx)
         rows.append(row)
         with open(out_jsonl, "a") as f:
             f.write(json.dumps(row) + "\n")
@@ -694,7 +744,8 @@ def main():
         extra = f"  ({note})" if note else ""
         if row.get("settle_s"):
             extra += f"  settled {row['settle_s']}s"
-        log(f"{i}/{len(plan)} {scn:<20} {kind:<10} rep {rep}: {row.get('status'):<8} "
+        logs_note = "" if request_log is None else (" logs on " if request_log else " logs off")
+        log(f"{i}/{len(plan)} {scn:<20} {kind:<10}{logs_note} rep {rep}: {row.get('status'):<8} "
             f"{num(row.get('rps'))} req/s p99 {lat(row.get('lat_p99_ms'))} ms "
             f"rss {num((row.get('peak_rss_kb') or 0) / 1024)} MB other {row.get('other_cpu_pct')}%{extra}")
 

@@ -5,6 +5,8 @@
 #   bench/run.sh --quick         # all scenarios, 1 rep x 3 s (a smoke test, about 3-4 min)
 #   bench/run.sh --only list_1k,view --reps 5 --duration 20
 #   bench/run.sh --help          # every option (they belong to bench/bench.py)
+#   bench/run.sh --no-logs       # request logs off on both servers (default: on, as PocketBase ships;
+#                                # list_1k also runs with the other setting for the logs on/off table)
 #
 # Before handing over to bench/bench.py it
 #   1. builds ferrobase (cargo build --release -p ferrobase)       -- skip with BENCH_SKIP_BUILD=1

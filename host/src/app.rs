@@ -290,6 +290,11 @@ pub(crate) async fn serve(
             .await
             .map_err(std::io::Error::other)?,
     );
+    // Plugins' log lines become `_logs` rows under the same settings as requests.
+    plugins.set_log_sink(Arc::new(crate::logs::PluginLines {
+        store: Arc::clone(&store),
+        settings: Arc::clone(&settings),
+    }));
     // Files go where the stored settings say (and follow every settings change after).
     records.files.use_s3(settings.current().s3.bucket_config());
     let jobs = Arc::new(crate::jobs::Jobs {

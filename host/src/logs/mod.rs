@@ -1,8 +1,10 @@
 //! Request logs as PocketBase keeps them: the row a request leaves (`level`, `message`, the
-//! `data` object under `settings.logs`, `maxDataSize` truncation), the logs API's reads through
+//! `data` object under `settings.logs`, `maxDataSize` truncation), the row of a plugin's log
+//! line (through [`PluginLines`], the sink plugins are handed), the logs API's reads through
 //! the query compiler over `_logs`, and retention (`logs.maxDays`). The rows themselves live in
 //! `store::logs`; HTTP framing stays in `api/`.
 
+use crate::plugins::{LogLevel, LogLine, LogSink};
 use crate::query::{Query, QueryError, RequestInfo, Select};
 use crate::schema::define::build;
 use crate::schema::ids::Ascending;
@@ -17,8 +19,11 @@ use std::sync::{Arc, LazyLock};
 const MESSAGE_MAX: usize = 8000;
 const DATA_MAX_DEFAULT: usize = 16 << 10;
 
-/// Go's slog levels as PocketBase stores them.
+/// Go's slog levels as PocketBase stores them (trace is slog's usual `LevelDebug - 4`).
+const LEVEL_TRACE: i64 = -8;
+const LEVEL_DEBUG: i64 = -4;
 const LEVEL_INFO: i64 = 0;
+const LEVEL_WARN: i64 = 4;
 const LEVEL_ERROR: i64 = 8;
 
 /// What the HTTP layer knows of a finished request.
@@ -38,15 +43,28 @@ pub(crate) struct RequestFacts {
     pub error: Option<(String, Value)>,
 }
 
-/// A finished request waiting for the log thread: its facts, when it finished, its level and
-/// the settings it was logged under. Its row is built there ([`row`]), off the request's path.
+/// A row waiting for the log thread: what happened, when, its level and the `data` cap it was
+/// logged under. The row is built there ([`row`]), off the request's (or plugin call's) path.
 pub(crate) struct Entry {
-    facts: RequestFacts,
+    what: What,
     created: chrono::DateTime<chrono::Utc>,
     level: i64,
-    log_ip: bool,
-    log_auth_id: bool,
     data_max: usize,
+}
+
+#[allow(
+    clippy::large_enum_variant,
+    reason = "requests are nearly every entry: boxing their facts would cost each an allocation"
+)]
+enum What {
+    /// A finished request, with the settings that decide its row's members.
+    Request {
+        facts: RequestFacts,
+        log_ip: bool,
+        log_auth_id: bool,
+    },
+    /// A plugin's log line.
+    Line(LogLine),
 }
 
 /// Whether a request is logged at all under these settings (nothing is while `maxDays` is 0),
@@ -67,23 +85,110 @@ pub(crate) fn record(store: &Store, s: &settings::Logs, facts: RequestFacts) {
         return;
     }
     store.logs().push(Entry {
-        facts,
+        what: What::Request {
+            facts,
+            log_ip: s.log_ip,
+            log_auth_id: s.log_auth_id,
+        },
         created: chrono::Utc::now(),
         level,
-        log_ip: s.log_ip,
-        log_auth_id: s.log_auth_id,
-        data_max: usize::try_from(s.max_data_size)
-            .ok()
-            .filter(|&m| m > 0)
-            .unwrap_or(DATA_MAX_DEFAULT),
+        data_max: data_max(s),
     });
 }
 
-/// The `_logs` row of a queued request, as PocketBase writes it: an id in its format (from
-/// `ids`, ascending), `data` with its keys in Go's (sorted) map order cut at `maxDataSize`, the
-/// message `METHOD unescaped-uri`.
+/// `maxDataSize` in bytes (0 means PocketBase's default).
+fn data_max(s: &settings::Logs) -> usize {
+    usize::try_from(s.max_data_size)
+        .ok()
+        .filter(|&m| m > 0)
+        .unwrap_or(DATA_MAX_DEFAULT)
+}
+
+/// Plugins' log lines into `_logs`, under the same settings as requests (nothing while
+/// `maxDays` is 0, nothing below `minLevel`): handed to plugins at wiring.
+pub(crate) struct PluginLines {
+    pub store: Arc<Store>,
+    pub settings: Arc<settings::Live>,
+}
+
+impl LogSink for PluginLines {
+    /// Runs on the plugin's call: a settings look, a clock read and a queue push, as a request
+    /// pays. The strings are cut to what a row can keep, so a chatty plugin cannot fill the
+    /// queue with more than the rows will hold.
+    fn line(&self, mut line: LogLine) {
+        let s = self.settings.peek();
+        if !enabled(&s.logs) {
+            return;
+        }
+        let level = match line.level {
+            LogLevel::Trace => LEVEL_TRACE,
+            LogLevel::Debug => LEVEL_DEBUG,
+            LogLevel::Info => LEVEL_INFO,
+            LogLevel::Warn => LEVEL_WARN,
+            LogLevel::Error => LEVEL_ERROR,
+        };
+        if level < s.logs.min_level {
+            return;
+        }
+        let data_max = data_max(&s.logs);
+        truncate_bytes(&mut line.message, MESSAGE_MAX);
+        for (k, v) in &mut line.fields {
+            truncate_bytes(k, data_max);
+            truncate_bytes(v, data_max);
+        }
+        self.store.logs().push(Entry {
+            what: What::Line(line),
+            created: chrono::Utc::now(),
+            level,
+            data_max,
+        });
+    }
+}
+
+/// Cut `s` to at most `n` bytes at a character boundary.
+fn truncate_bytes(s: &mut String, n: usize) {
+    let keep = cut_bytes(s, n).len();
+    s.truncate(keep);
+}
+
+/// The `_logs` row of a queued entry, as PocketBase writes it: an id in its format (from
+/// `ids`, ascending), `data` with its keys in Go's (sorted) map order cut at `maxDataSize`.
 pub(crate) fn row(e: Entry, ids: &mut Ascending) -> NewLog {
-    let f = e.facts;
+    let (mut message, text, plugin) = match e.what {
+        What::Request {
+            facts,
+            log_ip,
+            log_auth_id,
+        } => {
+            let (message, text) = request_row(&facts, log_ip, log_auth_id);
+            (message, text, None)
+        }
+        What::Line(line) => line_row(line),
+    };
+    let data = if text.len() > e.data_max {
+        let mut cut = truncated(&text, e.data_max);
+        // A cut line still names its plugin, so `data.plugin` finds every one of its rows.
+        if let Some(p) = plugin {
+            cut.insert("plugin".into(), Value::String(p));
+        }
+        serde_json::to_string(&cut).unwrap_or_else(|_| "{}".into())
+    } else {
+        text
+    };
+    if message.len() > MESSAGE_MAX {
+        message = cut_bytes(&message, MESSAGE_MAX).to_owned();
+    }
+    NewLog {
+        id: ids.next(e.created.timestamp_millis()),
+        created: crate::schema::ids::format_time(e.created),
+        level: e.level,
+        message,
+        data,
+    }
+}
+
+/// A request's message (`METHOD unescaped-uri`) and `data` text.
+fn request_row(f: &RequestFacts, log_ip: bool, log_auth_id: bool) -> (String, String) {
     let upper = f.method.to_uppercase();
     let method = cut_chars(&upper, 50);
     let uri = cut_chars(&f.uri, 3000);
@@ -91,7 +196,7 @@ pub(crate) fn row(e: Entry, ids: &mut Ascending) -> NewLog {
     match &f.auth {
         Some((collection, id)) => {
             data.put("auth", collection.as_str());
-            if e.log_auth_id {
+            if log_auth_id {
                 data.put("authId", id.as_str());
             }
         }
@@ -104,36 +209,36 @@ pub(crate) fn row(e: Entry, ids: &mut Ascending) -> NewLog {
     data.put("execTime", &f.exec_ms);
     data.put("method", method);
     data.put("referer", cut_chars(&f.referer, 2000));
-    if e.log_ip {
+    if log_ip {
         data.put("remoteIP", f.remote_ip.as_str());
     }
     data.put("status", &f.status);
     data.put("type", "request");
     data.put("url", uri);
     data.put("userAgent", cut_chars(&f.user_agent, 2000));
-    if e.log_ip {
+    if log_ip {
         data.put("userIP", f.user_ip.as_str());
     }
-    let text = data.finish();
-    let data = if text.len() > e.data_max {
-        truncated(&text, e.data_max)
-    } else {
-        text
-    };
-    let mut message = match path_unescape(uri) {
+    let message = match path_unescape(uri) {
         Some(u) => format!("{method} {u}"),
         None => format!("{method} {uri}"),
     };
-    if message.len() > MESSAGE_MAX {
-        message = cut_bytes(&message, MESSAGE_MAX).to_owned();
-    }
-    NewLog {
-        id: ids.next(e.created.timestamp_millis()),
-        created: crate::schema::ids::format_time(e.created),
-        level: e.level,
-        message,
-        data,
-    }
+    (message, data.finish())
+}
+
+/// A plugin line's message and `data` text: its fields as PocketBase stores a JS hook's
+/// `$app.logger().info(msg, "k", v)` attributes (a sorted object, a repeated key's last value),
+/// plus `plugin`, the plugin's name, which a field of that name does not override. The name
+/// comes back too, for a cut `data`.
+fn line_row(line: LogLine) -> (String, String, Option<String>) {
+    let mut data: std::collections::BTreeMap<&str, &str> = line
+        .fields
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    data.insert("plugin", &line.plugin);
+    let text = serde_json::to_string(&data).unwrap_or_else(|_| "{}".into());
+    (line.message, text, Some(line.plugin))
 }
 
 /// A JSON object written member by member (the caller keeps the keys in order; they need no
@@ -195,8 +300,8 @@ fn path_unescape(s: &str) -> Option<String> {
 
 /// PocketBase's cut of a `data` object past `max` bytes: the members that read whole from the
 /// first `max` bytes (a string member cut short keeps its decoded characters), plus
-/// `"__pb_truncated__": true`.
-fn truncated(text: &str, max: usize) -> String {
+/// `"__pb_truncated__": true`; sorted, as it is written.
+fn truncated(text: &str, max: usize) -> std::collections::BTreeMap<String, Value> {
     let head = cut_bytes(text, max);
     let mut out = Map::new();
     // Walk the top-level members with a streaming reader over the prefix.
@@ -233,8 +338,7 @@ fn truncated(text: &str, max: usize) -> String {
         }
     }
     out.insert("__pb_truncated__".into(), json!(true));
-    let sorted: std::collections::BTreeMap<String, Value> = out.into_iter().collect();
-    serde_json::to_string(&sorted).unwrap_or_else(|_| "{}".into())
+    out.into_iter().collect()
 }
 
 /// A whole JSON string at the start of `s` and what follows it.
@@ -379,38 +483,44 @@ mod tests {
     #[test]
     fn data_past_the_limit_keeps_whole_members_and_is_flagged() {
         let text = r#"{"auth":"","execTime":0.5,"method":"GET","referer":"","userAgent":"uuuuuuuuuuuuuuuu"}"#;
-        let cut: Value = serde_json::from_str(&truncated(text, 60)).unwrap();
+        let cut: Value = json!(truncated(text, 60));
         assert_eq!(
             cut,
             json!({"__pb_truncated__": true, "auth": "", "execTime": 0.5, "method": "GET", "referer": ""})
         );
         // A string cut short keeps its decoded characters.
-        let cut: Value = serde_json::from_str(&truncated(text, 80)).unwrap();
+        let cut: Value = json!(truncated(text, 80));
         let start = text.find("\"userAgent\":\"").unwrap() + "\"userAgent\":\"".len();
         assert_eq!(cut["userAgent"], json!("u".repeat(80 - start)));
         // A number cut short is dropped.
-        let cut: Value = serde_json::from_str(&truncated(r#"{"a":"x","n":12345}"#, 16)).unwrap();
+        let cut: Value = json!(truncated(r#"{"a":"x","n":12345}"#, 16));
         assert_eq!(cut, json!({"__pb_truncated__": true, "a": "x"}));
     }
 
-    fn entry(error: Option<(String, Value)>, auth: bool, log_ip: bool, data_max: usize) -> Entry {
+    fn facts(error: Option<(String, Value)>, auth: bool) -> RequestFacts {
+        RequestFacts {
+            method: "patch".into(),
+            uri: "/api/x%20y?q=\"é\"\\".into(),
+            status: 400,
+            exec_ms: 1.25,
+            referer: "http://a/\u{1}".into(),
+            user_agent: "curl/8 <ü>".into(),
+            auth: auth.then(|| ("users".into(), "abc".into())),
+            user_ip: "10.0.0.1".into(),
+            remote_ip: "127.0.0.1".into(),
+            error,
+        }
+    }
+
+    fn entry(facts: RequestFacts, log_ip: bool, data_max: usize) -> Entry {
         Entry {
-            facts: RequestFacts {
-                method: "patch".into(),
-                uri: "/api/x%20y?q=\"é\"\\".into(),
-                status: 400,
-                exec_ms: 1.25,
-                referer: "http://a/\u{1}".into(),
-                user_agent: "curl/8 <ü>".into(),
-                auth: auth.then(|| ("users".into(), "abc".into())),
-                user_ip: "10.0.0.1".into(),
-                remote_ip: "127.0.0.1".into(),
-                error,
+            what: What::Request {
+                facts,
+                log_ip,
+                log_auth_id: true,
             },
             created: chrono::Utc::now(),
             level: 8,
-            log_ip,
-            log_auth_id: true,
             data_max,
         }
     }
@@ -425,8 +535,7 @@ mod tests {
             Some(("x".into(), Value::Null)),
         ] {
             for (auth, log_ip) in [(false, false), (true, true), (true, false)] {
-                let e = entry(error.clone(), auth, log_ip, 16 << 10);
-                let f = &e.facts;
+                let f = facts(error.clone(), auth);
                 let mut want = std::collections::BTreeMap::<&str, Value>::new();
                 want.insert("type", json!("request"));
                 want.insert("execTime", json!(f.exec_ms));
@@ -447,7 +556,7 @@ mod tests {
                     want.insert("userIP", json!(f.user_ip));
                     want.insert("remoteIP", json!(f.remote_ip));
                 }
-                let r = row(e, &mut Ascending::default());
+                let r = row(entry(f, log_ip, 16 << 10), &mut Ascending::default());
                 assert_eq!(r.data, serde_json::to_string(&want).unwrap());
                 assert_eq!(r.message, "PATCH /api/x y?q=\"é\"\\");
                 assert_eq!(r.level, 8);
@@ -460,10 +569,50 @@ mod tests {
             }
         }
         // Past maxDataSize the object is cut and flagged.
-        let cut: Value =
-            serde_json::from_str(&row(entry(None, true, true, 40), &mut Ascending::default()).data)
-                .unwrap();
+        let cut: Value = serde_json::from_str(
+            &row(
+                entry(facts(None, true), true, 40),
+                &mut Ascending::default(),
+            )
+            .data,
+        )
+        .unwrap();
         assert_eq!(cut["__pb_truncated__"], json!(true));
+    }
+
+    #[test]
+    fn a_plugin_line_is_a_sorted_object_of_its_fields_and_its_plugin() {
+        let line = |fields: &[(&str, &str)]| Entry {
+            what: What::Line(LogLine {
+                plugin: "posts_api".into(),
+                level: LogLevel::Warn,
+                message: "slow \"query\"".into(),
+                fields: fields
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            }),
+            created: chrono::Utc::now(),
+            level: LEVEL_WARN,
+            data_max: 16 << 10,
+        };
+        let r = row(
+            line(&[("z", "1"), ("a\"b", "<x>"), ("z", "2"), ("plugin", "spoof")]),
+            &mut Ascending::default(),
+        );
+        assert_eq!(r.data, r#"{"a\"b":"<x>","plugin":"posts_api","z":"2"}"#);
+        assert_eq!((r.level, r.message.as_str()), (4, "slow \"query\""));
+        assert_eq!(
+            row(line(&[]), &mut Ascending::default()).data,
+            r#"{"plugin":"posts_api"}"#
+        );
+        let mut cut = line(&[("big", &"x".repeat(100))]);
+        cut.data_max = 40;
+        let cut: Value = serde_json::from_str(&row(cut, &mut Ascending::default()).data).unwrap();
+        assert_eq!(
+            cut,
+            json!({"__pb_truncated__": true, "big": "x".repeat(32), "plugin": "posts_api"})
+        );
     }
 
     #[test]

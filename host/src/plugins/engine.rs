@@ -1,9 +1,9 @@
 //! The engine every plugin shares: its configuration, the linker, the epoch ticker, the global
 //! call cap, and compiling components (with the on-disk compile cache).
 
-use super::Services;
 use super::calls::Change;
 use super::host::HostState;
+use super::{LogSink, Services};
 use crate::config::PluginsConfig;
 use crate::store::Store;
 use sha2::{Digest, Sha256};
@@ -23,6 +23,8 @@ pub(crate) struct Runtime {
     pub(super) cache_dir: PathBuf,
     pub store: Arc<Store>,
     pub(super) services: OnceLock<Arc<dyn Services>>,
+    /// Where log lines go besides the process log (the `_logs` table), once wired.
+    pub(super) log_sink: OnceLock<Arc<dyn LogSink>>,
     pub(super) permits: Arc<Semaphore>,
     /// Memory cap the engine was built for (the pooling allocator's slot size).
     pub max_memory: usize,
@@ -134,6 +136,7 @@ impl Runtime {
             cache_dir,
             store,
             services: OnceLock::new(),
+            log_sink: OnceLock::new(),
             permits: Arc::new(Semaphore::new(cfg.max_concurrent_calls)),
             max_memory,
             pooling,
@@ -153,6 +156,14 @@ impl Runtime {
 
     pub(crate) fn services(&self) -> Option<Arc<dyn Services>> {
         self.services.get().cloned()
+    }
+
+    pub(crate) fn set_log_sink(&self, s: Arc<dyn LogSink>) {
+        let _ = self.log_sink.set(s);
+    }
+
+    pub(crate) fn log_sink(&self) -> Option<&Arc<dyn LogSink>> {
+        self.log_sink.get()
     }
 
     /// Keep the epoch ticking while the guard lives (wasm is about to run).

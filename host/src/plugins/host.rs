@@ -732,18 +732,34 @@ impl log::Host for HostState {
         message: String,
         fields: Vec<(String, String)>,
     ) -> wasmtime::Result<()> {
-        let fields: String = fields
+        let p = &self.env.name;
+        // The process log gets the line whatever the settings; `_logs` gets it through the
+        // sink, which only queues it (the row is built on the log thread).
+        let text: String = fields
             .iter()
             .map(|(k, v)| format!("{k}={v:?}"))
             .collect::<Vec<_>>()
             .join(" ");
-        let p = &self.env.name;
         match level {
-            log::Level::Trace => tracing::trace!(plugin = %p, %fields, "{message}"),
-            log::Level::Debug => tracing::debug!(plugin = %p, %fields, "{message}"),
-            log::Level::Info => tracing::info!(plugin = %p, %fields, "{message}"),
-            log::Level::Warn => tracing::warn!(plugin = %p, %fields, "{message}"),
-            log::Level::Error => tracing::error!(plugin = %p, %fields, "{message}"),
+            log::Level::Trace => tracing::trace!(plugin = %p, fields = %text, "{message}"),
+            log::Level::Debug => tracing::debug!(plugin = %p, fields = %text, "{message}"),
+            log::Level::Info => tracing::info!(plugin = %p, fields = %text, "{message}"),
+            log::Level::Warn => tracing::warn!(plugin = %p, fields = %text, "{message}"),
+            log::Level::Error => tracing::error!(plugin = %p, fields = %text, "{message}"),
+        }
+        if let Some(sink) = self.env.rt.log_sink() {
+            sink.line(super::LogLine {
+                plugin: p.clone(),
+                level: match level {
+                    log::Level::Trace => super::LogLevel::Trace,
+                    log::Level::Debug => super::LogLevel::Debug,
+                    log::Level::Info => super::LogLevel::Info,
+                    log::Level::Warn => super::LogLevel::Warn,
+                    log::Level::Error => super::LogLevel::Error,
+                },
+                message,
+                fields,
+            });
         }
         Ok(())
     }

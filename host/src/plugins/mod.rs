@@ -131,6 +131,32 @@ pub(crate) trait Services: Send + Sync + 'static {
     ) -> BoxFut<Result<(), DbFailure>>;
 }
 
+/// A plugin's log line, as it reaches the [`LogSink`].
+pub(crate) struct LogLine {
+    /// The plugin's name (its manifest's).
+    pub plugin: String,
+    pub level: LogLevel,
+    pub message: String,
+    /// The fields in the order the plugin gave them.
+    pub fields: Vec<(String, String)>,
+}
+
+/// The levels of the WIT `log` interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LogLevel {
+    Trace,
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+/// Where plugins' log lines go besides the process log: the `_logs` table. Implemented by
+/// `logs` and handed in at wiring; `line` runs on the plugin's call, so it only queues.
+pub(crate) trait LogSink: Send + Sync + 'static {
+    fn line(&self, line: LogLine);
+}
+
 /// The plugin system of one server: runtime, current registry, reload state.
 pub(crate) struct Plugins {
     rt: Arc<engine::Runtime>,
@@ -166,6 +192,12 @@ impl Plugins {
     /// Hand over the services plugins call back into (the api layer builds them after us).
     pub(crate) fn set_services(&self, s: Arc<dyn Services>) {
         self.rt.set_services(s);
+    }
+
+    /// Hand over where log lines go besides the process log (the logs area, wired after us).
+    /// Lines written before this only reach the process log.
+    pub(crate) fn set_log_sink(&self, s: Arc<dyn LogSink>) {
+        self.rt.set_log_sink(s);
     }
 
     /// The registry as it is now. Load once per operation and use only that.

@@ -4,6 +4,7 @@
 
 mod escape;
 mod live_config;
+mod logs;
 mod starter;
 
 use crate::common::{Server, enc, err};
