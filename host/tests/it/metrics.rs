@@ -3,7 +3,7 @@
 //! client's strict OpenMetrics parser (Python `prometheus_client`), and counters that move with
 //! the requests, writes, cache lookups and failures made between two scrapes.
 
-use crate::common::{Server, free_port, needs};
+use crate::common::{Server, free_port};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -11,18 +11,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// `FERROBASE_PROM_PYTHON`, else `.venv-prom/bin/python` at the workspace root (scripts/test.sh
-/// installs `prometheus-client` there).
+/// The Python with `prometheus-client` (scripts/test.sh installs it into `.venv-prom`).
 fn prom_python() -> Option<PathBuf> {
-    let p = match std::env::var("FERROBASE_PROM_PYTHON") {
-        Ok(p) => PathBuf::from(p),
-        Err(_) => Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv-prom/bin/python"),
-    };
-    needs(
-        "Python's prometheus_client (.venv-prom or FERROBASE_PROM_PYTHON)",
-        p.exists(),
+    crate::common::tool(
+        "FERROBASE_PROM_PYTHON",
+        ".venv-prom/bin/python",
+        "Python's prometheus_client",
     )
-    .then_some(p)
 }
 
 const PARSE: &str = r#"

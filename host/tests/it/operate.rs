@@ -28,6 +28,26 @@ fn run_with(toml: &str) -> (bool, String, tempfile::TempDir) {
     )
 }
 
+/// `ferrobase serve` in `dir` on `addr` with `cfg` and `data`, its stderr in `dir/server.log`.
+fn serve_in(
+    dir: &std::path::Path,
+    cfg: &std::path::Path,
+    data: &std::path::Path,
+    addr: &str,
+) -> std::process::Child {
+    std::process::Command::new(ferrobase_bin())
+        .current_dir(dir)
+        .env_remove("RUST_LOG")
+        .args(["serve", "--http", addr, "--config"])
+        .arg(cfg)
+        .arg("--dir")
+        .arg(data)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(dir.join("server.log")).unwrap())
+        .spawn()
+        .unwrap()
+}
+
 #[test]
 fn text_logs_have_no_colour_codes_off_a_terminal() {
     let (ok, err, _dir) = run_with("[log]\nlevel = \"info\"\n");
@@ -74,18 +94,7 @@ fn sighup_applies_a_valid_pb_toml_and_keeps_running_on_a_broken_one() {
     std::fs::write(&cfg, "[limits]\npage_size_default = 30\n").unwrap();
     let data = dir.path().join("pb_data");
     let addr = format!("127.0.0.1:{}", crate::common::free_port());
-    let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
-    let mut child = std::process::Command::new(ferrobase_bin())
-        .current_dir(dir.path())
-        .env_remove("RUST_LOG")
-        .args(["serve", "--http", &addr, "--config"])
-        .arg(&cfg)
-        .arg("--dir")
-        .arg(&data)
-        .stdout(std::process::Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
+    let mut child = serve_in(dir.path(), &cfg, &data, &addr);
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(std::time::Duration::from_secs(10)))
@@ -150,17 +159,7 @@ fn log_requests_prints_one_info_line_per_request_with_method_route_and_status() 
     std::fs::write(&cfg, "[log]\nrequests = true\nformat = \"json\"\n").unwrap();
     let addr = format!("127.0.0.1:{}", crate::common::free_port());
     let log_path = dir.path().join("server.log");
-    let mut child = std::process::Command::new(ferrobase_bin())
-        .current_dir(dir.path())
-        .env_remove("RUST_LOG")
-        .args(["serve", "--http", &addr, "--config"])
-        .arg(&cfg)
-        .arg("--dir")
-        .arg(dir.path().join("pb_data"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&log_path).unwrap())
-        .spawn()
-        .unwrap();
+    let mut child = serve_in(dir.path(), &cfg, &dir.path().join("pb_data"), &addr);
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(std::time::Duration::from_secs(10)))

@@ -5,7 +5,7 @@
 //! secret never in a response, `POST /api/settings/test/s3` as the reference answers it, and
 //! a pb_data + bucket written by PocketBase served by ferrobase and back.
 
-use crate::common::{Server, free_port, needs, reference_and_subject};
+use crate::common::{Server, free_port, reference_and_subject};
 use serde_json::{Value, json};
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -30,17 +30,13 @@ pub struct Moto {
     _child: Mutex<(Child, ChildStdin)>,
 }
 
-/// `FERROBASE_MOTO_BIN`, else `.venv-moto/bin/moto_server` at the workspace root.
+/// moto's S3 server (scripts/test.sh installs it into `.venv-moto`).
 fn moto_bin() -> Option<PathBuf> {
-    let p = match std::env::var("FERROBASE_MOTO_BIN") {
-        Ok(p) => PathBuf::from(p),
-        Err(_) => Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv-moto/bin/moto_server"),
-    };
-    needs(
-        "moto's S3 server (.venv-moto or FERROBASE_MOTO_BIN)",
-        p.exists(),
+    crate::common::tool(
+        "FERROBASE_MOTO_BIN",
+        ".venv-moto/bin/moto_server",
+        "moto's S3 server",
     )
-    .then_some(p)
 }
 
 /// The moto server, started on first use; None (with the skip message) without moto.
