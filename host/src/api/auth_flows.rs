@@ -231,7 +231,7 @@ async fn record_origin(
         Some(&filter),
         Some("-created"),
     )?;
-    let known = crate::records::read::page(&state.store, &origins, sel, (1, 100), true, None)
+    let known = crate::records::read::page(&state.store, &origins, sel, (1, 100), true, None, None)
         .await?
         .rows;
     let current = known

@@ -75,7 +75,7 @@ pub(crate) async fn download(
         .by_id_or_name(&key)
         .cloned()
         .ok_or_else(ApiError::not_found)?;
-    let (row, _) = read::view(&state.store, &c, id.clone(), None, None)
+    let (row, _, _) = read::view(&state.store, &c, id.clone(), None, None, None)
         .await
         .map_err(|_| ApiError::not_found())?;
     // The name must be one of the record's files; that field decides whether it is protected.
@@ -120,7 +120,7 @@ pub(crate) async fn download(
         let rule = records::condition(&schema, &c, Action::View, &access)
             .map_err(|_| ApiError::not_found())?;
         if rule.is_some() {
-            read::view(&state.store, &c, id.clone(), rule, None)
+            read::view(&state.store, &c, id.clone(), rule, None, None)
                 .await
                 .map_err(|_| ApiError::not_found())?;
         }

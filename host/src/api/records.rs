@@ -153,6 +153,7 @@ pub(crate) async fn list(
     let skip = skip_total(&q)?;
     let fields = FieldsFilter::parse(text("fields")).map_err(|_| ApiError::bad_request())?;
     let expand = read::expanding(&schema, &access, text("expand"));
+    let manage = read::manage_select(&schema, &c, access.info());
     let deps = cache_deps(
         &schema,
         &c,
@@ -160,9 +161,20 @@ pub(crate) async fn list(
         expand.is_some(),
         who.as_ref(),
         false,
-    );
-    let view = access.viewer();
-    let found = read::page(&state.store, &c, sel, (page, per_page), skip, expand).await?;
+    )
+    .and_then(|d| d.reading(manage.as_ref()));
+    let mut view = access.viewer();
+    let found = read::page(
+        &state.store,
+        &c,
+        sel,
+        (page, per_page),
+        skip,
+        expand,
+        manage,
+    )
+    .await?;
+    view.managed = found.managed.map(Arc::new);
     let total = found.total;
     let pages = if total < 0 {
         -1
@@ -231,6 +243,24 @@ struct Deps {
     row_tables: Vec<String>,
 }
 
+impl Deps {
+    /// Also what the `manageRule` statement deciding the answer's emails reads (None: the
+    /// answer must not be cached, the rule reads headers or the clock). A one-row answer's
+    /// table becomes a plain dependency: the rule may read the collection's other records.
+    fn reading(mut self, manage: Option<&Select>) -> Option<Self> {
+        let Some(m) = manage else {
+            return Some(self);
+        };
+        if m.volatile {
+            return None;
+        }
+        self.tables.append(&mut self.row_tables);
+        self.tables
+            .extend(m.tables.iter().map(|t| t.to_ascii_lowercase()));
+        Some(self)
+    }
+}
+
 /// What a response read, for the cache; None when it must not be cached at all. `one_row`:
 /// the response shows one known row of the base table (a view), so inserts there cannot
 /// change it, only updates and deletes can.
@@ -269,7 +299,9 @@ fn cache_deps(
         // Expansion may read any collection through any viewRule: depend on all of them, and
         // do not cache when one of those rules reads headers or the clock.
         for c in &schema.collections {
-            if c.rules.view.as_deref().is_some_and(query::is_volatile_text) {
+            if c.rules.view.as_deref().is_some_and(query::is_volatile_text)
+                || records::manage_rule_text(c).is_some_and(query::is_volatile_text)
+            {
                 return None;
             }
             tables.push(c.name.clone());
@@ -330,6 +362,7 @@ pub(crate) async fn view(
     let q = query_map(raw);
     let access = Access::request(who.as_ref(), method.as_str(), path, headers, &q, None);
     let rule = records::condition(&schema, &c, Action::View, &access)?;
+    let manage = read::manage_select(&schema, &c, access.info());
     let deps = cache_deps(
         &schema,
         &c,
@@ -337,14 +370,16 @@ pub(crate) async fn view(
         q.contains_key("expand"),
         who.as_ref(),
         true,
-    );
+    )
+    .and_then(|d| d.reading(manage.as_ref()));
     let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
         .map_err(|_| ApiError::bad_request())?;
     let expand = read::expanding(&schema, &access, q.get("expand").and_then(Value::as_str));
-    let (row, expanded) = read::view(&state.store, &c, id, rule, expand).await?;
+    let (row, expanded, managed) = read::view(&state.store, &c, id, rule, expand, manage).await?;
+    let mut view = access.viewer();
+    view.owner_view = managed;
     let body = Bytes::from(
-        serde_json::to_vec(&shape(&c, row, &access.viewer(), &fields, expanded))
-            .unwrap_or_default(),
+        serde_json::to_vec(&shape(&c, row, &view, &fields, expanded)).unwrap_or_default(),
     );
     remember(&state, cache_key, stamp, deps, &body);
     Ok(json_bytes(body))

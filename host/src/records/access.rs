@@ -222,6 +222,7 @@ impl<'a> Access<'a> {
                 caller_collection: c.collection.id.clone(),
                 caller_id: c.id(),
                 owner_view: false,
+                managed: None,
             },
             None => Viewer::default(),
         }

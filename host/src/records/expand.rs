@@ -290,12 +290,24 @@ fn level(
     } else {
         level(conn, ctx, &target, &related, rest, depth + 1)?
     };
+    // Auth records show their email to the caller who manages them, as in any answer.
+    let managing = match super::read::manage_select(&ctx.schema, &target, &ctx.req) {
+        Some(m) if !related.is_empty() => {
+            let ids = super::read::managed_ids(conn, &target, &m, &related)?;
+            Some(Viewer {
+                managed: Some(Arc::new(ids)),
+                ..ctx.viewer.clone()
+            })
+        }
+        _ => None,
+    };
+    let viewer = managing.as_ref().unwrap_or(&ctx.viewer);
     // The related records as JSON, with their own expansions.
     let mut docs: HashMap<String, Value> = HashMap::with_capacity(related.len());
     let mut nested = nested.map(Vec::into_iter);
     for row in related {
         let id = id_of(&target, &row);
-        let mut m = record_json(&target, row, &ctx.viewer);
+        let mut m = record_json(&target, row, viewer);
         if let Some(e) = nested.as_mut().and_then(Iterator::next) {
             m.insert("expand".into(), Value::Object(e));
         }

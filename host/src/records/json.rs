@@ -6,6 +6,8 @@ use crate::schema::Collection;
 use crate::schema::value::from_stored;
 use crate::store::StoreRecord;
 use serde_json::{Map, Value, json};
+use std::collections::HashSet;
+use std::sync::Arc;
 
 /// Who is looking.
 #[derive(Debug, Clone, Default)]
@@ -15,6 +17,9 @@ pub(crate) struct Viewer {
     pub caller_id: String,
     /// Auth responses always show the record's own email.
     pub owner_view: bool,
+    /// Auth records whose email the caller sees because their collection's `manageRule` holds
+    /// for them (ids are unique across auth collections, so ids alone name them).
+    pub managed: Option<Arc<HashSet<String>>>,
 }
 
 /// Whether `viewer` may not see this auth record's email. Only auth records can hide their
@@ -24,6 +29,10 @@ fn hides_email(c: &Collection, row: &StoreRecord, viewer: &Viewer) -> bool {
         && !(viewer.superuser
             || viewer.owner_view
             || (viewer.caller_collection == c.id && viewer.caller_id == c.stored_text(row, "id"))
+            || viewer
+                .managed
+                .as_ref()
+                .is_some_and(|m| m.contains(c.stored_text(row, "id")))
             || c.fields
                 .iter()
                 .position(|f| f.name == "emailVisibility")

@@ -3,10 +3,12 @@
 
 use super::expand::{ExpandCtx, ExpandPaths, expand_rows};
 use super::{Access, Action, Gate, RecordError, Result, gate};
-use crate::query::{self, Query, Select};
+use crate::query::{self, Query, RequestInfo, Select};
+use crate::schema::value::Stored;
 use crate::schema::{Collection, Schema};
 use crate::store::{Conn, Store, StoreRecord, records as store_records};
 use serde_json::{Map, Value};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 /// One row's expansions (None: no path could be expanded, so no `expand` key).
@@ -18,7 +20,51 @@ pub(crate) struct Page {
     pub expanded: Vec<Expanded>,
     /// The number of matches; -1 when the client skipped it.
     pub total: i64,
+    /// The rows whose email the caller sees through the collection's `manageRule`.
+    pub managed: Option<HashSet<String>>,
 }
+
+/// The statement of `c`'s `manageRule` for this caller, when it decides whose email the caller
+/// sees: an auth collection with a rule that is not blank, and a caller who is not a superuser
+/// (superusers see every email). PocketBase checks it on every answer carrying such records,
+/// for guests too (a rule need not read `@request.auth`). A rule that does not compile shows
+/// nothing more.
+pub(crate) fn manage_select(schema: &Schema, c: &Collection, info: &RequestInfo) -> Option<Select> {
+    if info.is_superuser {
+        return None;
+    }
+    let rule = super::manage_rule_text(c)?;
+    query::compile_rule(schema, c, rule, info).ok()
+}
+
+/// The ids among `rows` (records of `c`) for which `manage` (from [`manage_select`]) holds.
+pub(crate) fn managed_ids(
+    conn: Conn<'_>,
+    c: &Collection,
+    manage: &Select,
+    rows: &[StoreRecord],
+) -> crate::store::Result<HashSet<String>> {
+    let ids: Vec<&str> = rows.iter().map(|r| c.stored_text(r, "id")).collect();
+    let mut out = HashSet::new();
+    for chunk in ids.chunks(MANAGED_BATCH) {
+        let mut sel = manage.clone();
+        let cond = query::keys_condition(&c.name, "id", false, chunk.len());
+        sel.where_sql = if sel.where_sql.is_empty() {
+            cond
+        } else {
+            format!("({}) AND {cond}", sel.where_sql)
+        };
+        sel.params
+            .extend(chunk.iter().map(|id| Stored::Text((*id).to_owned())));
+        for r in store_records::list(conn, c, &sel, -1, 0)? {
+            out.insert(c.stored_text(&r, "id").to_owned());
+        }
+    }
+    Ok(out)
+}
+
+/// Ids per `IN (...)` of [`managed_ids`].
+const MANAGED_BATCH: usize = 500;
 
 /// The list statement for `access`: the list rule (a `null` rule is superusers only), then the
 /// client's filter and sort. A client's filter or sort may not name `@collection.` or
@@ -93,6 +139,7 @@ pub(crate) async fn page(
     (page, per_page): (i64, i64),
     skip_total: bool,
     expand: Option<(ExpandPaths, ExpandCtx)>,
+    manage: Option<Select>,
 ) -> Result<Page> {
     Ok(store
         .read_snapshot(|conn| {
@@ -103,23 +150,30 @@ pub(crate) async fn page(
                 store_records::page_and_total(conn, c, &sel, per_page, offset)?
             };
             let expanded = run_expand(conn, c, &rows, expand.as_ref())?;
+            let managed = match &manage {
+                Some(m) if !rows.is_empty() => Some(managed_ids(conn, c, m, &rows)?),
+                _ => None,
+            };
             Ok(Page {
                 rows,
                 expanded,
                 total,
+                managed,
             })
         })
         .await?)
 }
 
-/// One record passing `rule` (the caller's view rule, as a condition), with its expansions.
+/// One record passing `rule` (the caller's view rule, as a condition), with its expansions,
+/// and whether `manage` (from [`manage_select`]) holds for it.
 pub(crate) async fn view(
     store: &Store,
     c: &Arc<Collection>,
     id: String,
     rule: Option<Select>,
     expand: Option<(ExpandPaths, ExpandCtx)>,
-) -> Result<(StoreRecord, Expanded)> {
+    manage: Option<Select>,
+) -> Result<(StoreRecord, Expanded, bool)> {
     store
         .read(|conn| {
             let Some(row) = store_records::get(conn, c, &id, rule.as_ref())? else {
@@ -127,7 +181,11 @@ pub(crate) async fn view(
             };
             let rows = vec![row];
             let e = run_expand(conn, c, &rows, expand.as_ref())?;
-            Ok(rows.into_iter().zip(e).next())
+            let managed = match &manage {
+                Some(m) => !managed_ids(conn, c, m, &rows)?.is_empty(),
+                None => false,
+            };
+            Ok(rows.into_iter().zip(e).next().map(|(r, e)| (r, e, managed)))
         })
         .await?
         .ok_or(RecordError::NotFound)

@@ -76,7 +76,7 @@ async fn titles(f: &Fixture) -> Vec<String> {
         Some("title"),
     )
     .expect("list statement");
-    let page = read::page(&f.records.store, &f.notes, sel, (1, 100), false, None)
+    let page = read::page(&f.records.store, &f.notes, sel, (1, 100), false, None, None)
         .await
         .expect("page");
     page.rows

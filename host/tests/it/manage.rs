@@ -3,7 +3,8 @@
 //! caller (guest, the record's owner, a manager, another user), target record and body (email,
 //! verified, password with and without oldPassword, plain fields), as creates, updates and
 //! batch requests, sent to both servers. Each answer's status and body, and what was stored
-//! (the record as a superuser sees it, and which password signs in), must be the same.
+//! (the record as a superuser sees it, and which password signs in), must be the same. Reads
+//! too: the emails each caller sees in lists, views and expansions.
 
 use crate::common::{Server, reference_bin};
 use serde_json::{Map, Value, json};
@@ -81,8 +82,57 @@ fn setup(s: &Server) -> String {
         for (who, role) in USERS {
             restore(s, &su, name, &uid(ci, who), role, true);
         }
+        // A relation to the collection itself, for expanded auth records: each user's buddy is
+        // the next one.
+        let r = s.req("GET", &format!("/api/collections/{name}"), Some(&su), None);
+        let mut fields = r.json["fields"].as_array().expect("fields").clone();
+        fields.push(json!({"name": "buddy", "type": "relation", "maxSelect": 1,
+            "collectionId": r.json["id"]}));
+        let r = s.req(
+            "PATCH",
+            &format!("/api/collections/{name}"),
+            Some(&su),
+            Some(&json!({"fields": fields})),
+        );
+        assert_eq!(r.status, 200, "buddy field: {}", r.json);
+        for (i, (who, _)) in USERS.iter().enumerate() {
+            let buddy = uid(ci, USERS[(i + 1) % USERS.len()].0);
+            let r = s.req(
+                "PATCH",
+                &format!("/api/collections/{name}/records/{}", uid(ci, who)),
+                Some(&su),
+                Some(&json!({"buddy": buddy})),
+            );
+            assert_eq!(r.status, 200, "buddy: {}", r.json);
+        }
     }
     su
+}
+
+/// Reads by each caller: which emails a list, a view and an expansion show (PocketBase shows
+/// an auth record's email to itself, to superusers, where emailVisibility is on, and to a
+/// caller for whom the collection's manageRule holds on that record).
+fn read_cases(s: &Server, coll: &str, ci: usize, out: &mut Vec<Value>) {
+    let (alice, admin) = (uid(ci, "alice"), uid(ci, "admin"));
+    let base = format!("/api/collections/{coll}/records");
+    let paths = [
+        format!("{base}?sort=id"),
+        format!("{base}?sort=-id&fields=id,email,expand&expand=buddy"),
+        format!("{base}?filter=(role%3D'admin')&expand=buddy.buddy"),
+        format!("{base}/{alice}"),
+        format!("{base}/{admin}?expand=buddy"),
+    ];
+    for actor in [None, Some(alice.as_str()), Some(admin.as_str())] {
+        let tok = actor.map(|a| token(s, coll, a));
+        for path in &paths {
+            // Twice: the second answer may come from the response cache.
+            for _ in 0..2 {
+                let r = s.req("GET", path, tok.as_deref(), None);
+                out.push(json!({"case": [coll, actor, "read", path],
+                    "status": r.status, "body": normalize(&r.json)}));
+            }
+        }
+    }
 }
 
 /// The user as setup made it (created when missing).
@@ -155,6 +205,7 @@ fn run_cases(s: &Server) -> Vec<Value> {
     let mut out = Vec::new();
     let mut n = 0;
     for (ci, (coll, _)) in collections().into_iter().enumerate() {
+        read_cases(s, coll, ci, &mut out);
         let (alice, bob, admin) = (uid(ci, "alice"), uid(ci, "bob"), uid(ci, "admin"));
         // Updates: each caller on each target with each body, the target put back after.
         // Tokens are kept until their record is put back (a new password rotates its key).
@@ -296,5 +347,15 @@ fn manage_rule_decides_auth_fields_as_in_pocketbase() {
         .filter(|c| c["case"][3] == json!({"verified": true}) && c["status"] == 400)
         .count();
     assert!(refused > 0, "the reference let an owner verify itself");
+    let shown = |actor: Option<String>| {
+        a.iter()
+            .filter(|c| c["case"][0] == "m_role" && c["case"][1] == json!(actor))
+            .filter(|c| c["case"][2] == "read" && c["case"][3].as_str().unwrap().ends_with("zz1"))
+            .any(|c| c["body"]["email"].is_string())
+    };
+    assert!(
+        shown(Some(uid(1, "admin"))) && !shown(None),
+        "the reference showed a manager no email a guest does not see"
+    );
     compare(&a, &b);
 }
