@@ -1,8 +1,10 @@
 //! The read path's pieces, each on its own: encoding a page of records, verifying a token, and
-//! counting. Run: `cargo bench -p ferrobase --bench pieces`.
+//! counting; and what a request's log row costs the log thread (built and inserted in batches
+//! of 1,000, with PocketBase's indexes and without). Run: `cargo bench -p ferrobase --bench
+//! pieces`.
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use ferrobase::testkit::{CountFixture, PageFixture, TokenFixture};
+use ferrobase::testkit::{CountFixture, LogsFixture, PageFixture, TokenFixture};
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -37,12 +39,35 @@ fn bench_pieces(c: &mut Criterion) {
     }
 }
 
+fn bench_logs(c: &mut Criterion) {
+    for indexes in [true, false] {
+        let work = std::env::temp_dir().join(format!(
+            "ferrobase-logs-bench-{}-{indexes}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&work).expect("work dir");
+        let mut fx = LogsFixture::new(&work, indexes).expect("logs fixture");
+        fx.write_batch(1_000).expect("a batch");
+        assert_eq!(fx.rows(), 1_000);
+        let name = if indexes {
+            "1,000 request log rows: build + insert + commit"
+        } else {
+            "1,000 request log rows, no secondary indexes"
+        };
+        c.bench_function(name, |b| {
+            b.iter(|| fx.write_batch(black_box(1_000)).expect("a batch"))
+        });
+        drop(fx);
+        let _ = std::fs::remove_dir_all(&work);
+    }
+}
+
 criterion_group! {
     name = pieces;
     config = Criterion::default()
         .measurement_time(Duration::from_secs(3))
         .warm_up_time(Duration::from_secs(1))
         .sample_size(30);
-    targets = bench_pieces
+    targets = bench_pieces, bench_logs
 }
 criterion_main!(pieces);

@@ -76,15 +76,22 @@ pub(crate) fn enabled(s: &settings::Logs) -> bool {
 /// Queue the row of a finished request, unless its level is below `logs.minLevel`. The request
 /// pays for a clock read and a queue push; the row is built on the log thread.
 pub(crate) fn record(store: &Store, s: &settings::Logs, facts: RequestFacts) {
+    if let Some(e) = request_entry(s, facts) {
+        store.logs().push(e);
+    }
+}
+
+/// A finished request's entry, stamped now; None below `logs.minLevel`.
+pub(crate) fn request_entry(s: &settings::Logs, facts: RequestFacts) -> Option<Entry> {
     let level = if facts.error.is_some() {
         LEVEL_ERROR
     } else {
         LEVEL_INFO
     };
     if level < s.min_level {
-        return;
+        return None;
     }
-    store.logs().push(Entry {
+    Some(Entry {
         what: What::Request {
             facts,
             log_ip: s.log_ip,
@@ -93,7 +100,7 @@ pub(crate) fn record(store: &Store, s: &settings::Logs, facts: RequestFacts) {
         created: chrono::Utc::now(),
         level,
         data_max: data_max(s),
-    });
+    })
 }
 
 /// `maxDataSize` in bytes (0 means PocketBase's default).

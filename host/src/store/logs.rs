@@ -292,10 +292,29 @@ fn write_loop(conn: &Connection, queue: &Queue) {
     }
 }
 
+/// A fresh `auxiliary.db` at `path` with a connection set up as the log thread's, for the
+/// logs bench; without `indexes` its secondary indexes are dropped, to show what they cost.
+pub(crate) fn bench_connection(
+    path: &Path,
+    cfg: &StoreConfig,
+    indexes: bool,
+) -> Result<Connection> {
+    let conn = Connection::open(path)?;
+    configure(&conn, cfg, true)?;
+    super::bootstrap::ensure_aux(&conn)?;
+    if !indexes {
+        conn.execute_batch(
+            "DROP INDEX idx_logs_level; DROP INDEX idx_logs_message; \
+             DROP INDEX idx_logs_created_hour;",
+        )?;
+    }
+    Ok(conn)
+}
+
 /// Rows per INSERT statement (each row binds 5 parameters).
 const ROWS_PER_INSERT: usize = 50;
 
-fn insert(conn: &Connection, batch: &[NewLog]) -> rusqlite::Result<()> {
+pub(crate) fn insert(conn: &Connection, batch: &[NewLog]) -> rusqlite::Result<()> {
     let tx = conn.unchecked_transaction()?;
     {
         let mut chunks = batch.chunks_exact(ROWS_PER_INSERT);

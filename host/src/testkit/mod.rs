@@ -371,6 +371,63 @@ impl CountFixture {
     }
 }
 
+// ---- request logs: what a `_logs` row costs the log thread, for `benches/pieces.rs` ----
+
+/// An `auxiliary.db` under `work` written as the log thread writes it: rows of requests like
+/// the bench's `list_1k` (a guest's GET of a list, PocketBase's default logs settings), built
+/// and inserted in batches.
+pub struct LogsFixture {
+    conn: rusqlite::Connection,
+    ids: crate::schema::ids::Ascending,
+    settings: crate::settings::Logs,
+}
+
+impl LogsFixture {
+    /// `indexes: false` drops the table's secondary indexes (PocketBase's level, message and
+    /// hourly ones), to show what they cost.
+    pub fn new(work: &std::path::Path, indexes: bool) -> Result<LogsFixture, String> {
+        let cfg = crate::app::store_config(&crate::config::Config::default());
+        let conn = crate::store::logs::bench_connection(&work.join("auxiliary.db"), &cfg, indexes)
+            .map_err(|e| e.to_string())?;
+        let settings = crate::settings::Settings::default().logs;
+        Ok(LogsFixture {
+            conn,
+            ids: crate::schema::ids::Ascending::default(),
+            settings,
+        })
+    }
+
+    /// Build and insert `n` request rows in one transaction, as the log thread does a batch.
+    pub fn write_batch(&mut self, n: usize) -> Result<(), String> {
+        let rows: Vec<_> = (0..n)
+            .filter_map(|i| {
+                let facts = crate::logs::RequestFacts {
+                    method: "GET".into(),
+                    uri: "/api/collections/posts/records".into(),
+                    status: 200,
+                    exec_ms: 0.05 + i as f64 * 1e-6,
+                    referer: String::new(),
+                    user_agent: String::new(),
+                    auth: None,
+                    user_ip: "127.0.0.1".into(),
+                    remote_ip: "127.0.0.1".into(),
+                    error: None,
+                };
+                crate::logs::request_entry(&self.settings, facts)
+            })
+            .map(|e| crate::logs::row(e, &mut self.ids))
+            .collect();
+        crate::store::logs::insert(&self.conn, &rows).map_err(|e| e.to_string())
+    }
+
+    /// Rows in the table.
+    pub fn rows(&self) -> i64 {
+        self.conn
+            .query_row("SELECT count(*) FROM `_logs`", [], |r| r.get(0))
+            .unwrap_or(-1)
+    }
+}
+
 // ---- plugins: the cost of a hook call and of loading a component, for `benches/plugins.rs` ----
 
 /// A store with the collections the example plugins hook (`posts`: title, slug, note, status;
