@@ -37,6 +37,7 @@ LIST = "/api/collections/posts/records"
 PRIVATE = "/api/collections/private_posts/records"
 DATASETS = {"1k": 1_000, "100k": 100_000}
 AUTH_USERS = 10  # list_auth_rule cycles through this many users' tokens
+SIGN_IN = "/api/collections/users/auth-with-password"
 FILTER_PROBE = ("views > 500 && title ~ 'lorem'", "-views")
 
 # name -> (dataset, wrk script, path, description). Order = run order (writes last).
@@ -56,11 +57,14 @@ SCENARIOS = {
     "create_during_batches": ("1k", "create.lua", LIST,
                               "single creates while a second wrk (1 thread, 4 connections) sends 50-create batches"),
     "mixed_90_10": ("1k", "mixed.lua", LIST, "45% list, 45% view, 10% create"),
+    "sign_in": ("1k", "sign_in.lua", SIGN_IN, "POST auth-with-password, the right password, 50 users cycled"),
+    "list_during_wrong_sign_ins": ("1k", "get.lua", LIST,
+                                   "default list while 50 connections send wrong passwords for the 50 users"),
 }
 # Scenario-specific load: batches are heavy requests, fewer connections keep both servers inside
 # wrk's timeout; the background load runs beside the measured one for its whole life.
-CONNS = {"batch_create": 16}
-BACKGROUND = {"create_during_batches": ("batch.lua", 1, 4)}
+CONNS = {"batch_create": 16, "sign_in": 16}
+BACKGROUND = {"create_during_batches": ("batch.lua", 1, 4), "list_during_wrong_sign_ins": ("wrong_sign_in.lua", 1, 50)}
 BATCH_SIZE = 50
 SERVERS = ("ferrobase", "pocketbase", "baseline")
 LABEL = {"ferrobase": "ferrobase", "pocketbase": "PocketBase", "ceiling": "ceiling", "baseline": "baseline"}
@@ -272,6 +276,16 @@ def probe(scn, srv, ctx):
         st, raw = common.http("POST", base + LIST, body, timeout=ctx["a"].probe_timeout)
         if st == 200 and not js(raw).get("id"):
             notes.append("no id in answer")
+    elif scn == "sign_in":
+        u = ctx["users"][0]
+        st, raw = common.http("POST", base + SIGN_IN, {"identity": u["email"], "password": tpl["user_password"]},
+                              timeout=ctx["a"].probe_timeout)
+        if st == 200 and (not js(raw).get("token") or js(raw).get("record", {}).get("id") != u["id"]):
+            notes.append("no token for the user")
+    elif scn == "list_during_wrong_sign_ins":
+        st, raw = get(LIST)
+        if st == 200 and js(raw).get("totalItems") != expect_total:
+            notes.append(f"totalItems {js(raw).get('totalItems')} != {expect_total}")
     elif scn == "batch_create":
         one = {"title": "probe", "body": "probe", "published": True, "views": 1, "owner": ctx["users"][0]["id"]}
         reqs = [{"method": "POST", "url": LIST, "body": one} for _ in range(2)]
@@ -312,7 +326,7 @@ def background(a, scn, base, env):
     if scn not in BACKGROUND:
         return None
     script, threads, conns = BACKGROUND[scn]
-    secs = a.warmup + a.settle_max + a.duration + 5
+    secs = a.attack_lead + a.warmup + a.settle_max + a.duration + 5
     cmd = ["wrk", f"-t{threads}", f"-c{conns}", f"-d{secs}s", f"--timeout={a.req_timeout}s",
            "-s", os.path.join(HERE, "lua", script), base + "/"]
     if a.wrk_cpus:
@@ -381,7 +395,8 @@ def run_one(a, scn, kind, rep, request_log, ctx):
     row["start_s"] = round(srv.start_s, 2)
     try:
         env = dict(os.environ, BENCH_LUA_DIR=os.path.join(HERE, "lua"), BENCH_IDS=tpl["ids_file"],
-                   BENCH_OWNERS=tpl["owners_file"])
+                   BENCH_OWNERS=tpl["owners_file"], BENCH_EMAILS=tpl["emails_file"],
+                   BENCH_PASSWORD=tpl["user_password"])
         ctx["ids"] = tpl["ids"]
         ctx["users"] = tpl["users"]
         if scn == "list_auth_rule":
@@ -401,6 +416,8 @@ def run_one(a, scn, kind, rep, request_log, ctx):
             return row
 
         bg = background(a, scn, srv.base, env)
+        if bg is not None and scn == "list_during_wrong_sign_ins" and a.attack_lead > 0:
+            time.sleep(a.attack_lead)
         try:
             measure(a, script, srv.base, path, srv.proc, env, env, row, CONNS.get(scn), bg is not None)
         finally:
@@ -416,6 +433,8 @@ def run_one(a, scn, kind, rep, request_log, ctx):
                 for line in out.splitlines():
                     if line.startswith("WRKJSON "):
                         row["background"] = json.loads(line[8:])
+                    elif line.startswith("WRKSTATUS "):
+                        row["background_statuses"] = json.loads(line[10:])
         if scn in ("batch_create",):
             row["records_per_s"] = round(row.get("rps", 0) * BATCH_SIZE, 1)
         if not pr["ok"]:
@@ -589,6 +608,29 @@ def render(rows, ctx, a):
             label = ("**batch_create** (50 creates per request, "
                      f"-c{CONNS['batch_create']})" if scn == "batch_create" else "**create_during_batches**")
             md += ["", f"{label}: " + "; ".join(parts) + "."]
+    if "list_during_wrong_sign_ins" in ctx["scenarios"]:
+        parts = []
+        for kind in SERVERS:
+            rs = [r for r in by.get(("list_during_wrong_sign_ins", kind), []) if r.get("status") != "failed"]
+            if not rs:
+                continue
+            p99 = med([r["lat_p99_ms"] for r in rs if r.get("lat_p99_ms")])
+            idle = med([r["lat_p99_ms"] for r in by.get(("list_1k", kind), [])
+                        if r.get("status") != "failed" and r.get("lat_p99_ms")])
+            part = f"{LABEL[kind]} list p99 {lat(p99)} ms"
+            if idle and p99:
+                part += f" ({p99 / idle:.2f}× its idle list_1k p99 of {lat(idle)} ms)"
+            sts = [r["background_statuses"] for r in rs if r.get("background_statuses")]
+            if sts:
+                total = sum(sum(x.values()) for x in sts)
+                part += (f", attackers answered {num(sum(x['s429'] for x in sts))} × 429, "
+                         f"{num(sum(x['s400'] for x in sts))} × 400, {num(sum(x['other'] for x in sts))} other "
+                         f"of {num(total)} (all reps, warm-up included)")
+            parts.append(part)
+        if parts:
+            md += ["", "**list_during_wrong_sign_ins** (50 connections of wrong passwords beside the list, "
+                   f"measured from {a.attack_lead + a.warmup} s into the attack): "
+                   + "; ".join(parts) + "."]
     others = [r["other_cpu_pct"] for r in rows if r.get("other_cpu_pct") is not None]
     md += ["", "req/s: successful responses per second, median (min–max) over reps; ⚠ = some errors, a probe "
            "mismatch, or fewer responses than connections (the run was too short for that server's queue); "
@@ -611,8 +653,11 @@ def prepare_template(a, ds):
     users = json.load(open(os.path.join(out, "users.json")))
     owners_file = os.path.join(out, "owners.txt")
     open(owners_file, "w").write("".join(u["id"] + "\n" for u in users))
+    emails_file = os.path.join(out, "emails.txt")
+    open(emails_file, "w").write("".join(u["email"] + "\n" for u in users))
     ids_file = os.path.join(out, "ids.txt")
     return {"dir": out, "facts": facts, "users": users, "owners_file": owners_file, "ids_file": ids_file,
+            "emails_file": emails_file,
             "ids": [line.strip() for line in open(ids_file) if line.strip()],
             "resp_bytes": os.path.getsize(os.path.join(out, "resp_list.json")),
             "user_password": facts["user_password"]}
@@ -645,6 +690,9 @@ def main():
                     "ships (maxDays 5, minLevel 0)")
     ap.add_argument("--no-logs-compare", action="store_true",
                     help=f"skip the second {LOGS_COMPARE} run with the other request-log setting")
+    ap.add_argument("--attack-lead", type=int, default=0,
+                    help="list_during_wrong_sign_ins: seconds the wrong passwords run before the list's warm-up "
+                    "(default 0: the list is measured from the attack's start)")
     ap.add_argument("--reseed", action="store_true", help="rebuild the data templates even if cached")
     ap.add_argument("--settle-max", type=int, default=60,
                     help="after the warm-up, wait at most this many s for the server to go idle (default 60)")
