@@ -14,6 +14,7 @@ use axum::body::Body;
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use futures_util::{StreamExt as _, TryStreamExt as _};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -215,24 +216,38 @@ pub(crate) async fn serve(
         Ok(plan) => plan,
         Err(answer) => return Ok(*answer),
     };
-    let body = match small {
-        Some(bytes) => {
-            let (a, n) = (
-                usize::try_from(plan.start).unwrap_or(0),
-                usize::try_from(plan.len).unwrap_or(0),
-            );
-            Body::from(bytes.slice(a.min(bytes.len())..(a + n).min(bytes.len())))
-        }
-        None => Body::from_stream(stream(file, plan.start, plan.len)),
+    let file = std::sync::Arc::new(file);
+    let body = match (plan.parts, small) {
+        (Some(parts), small) => Body::from_stream(parts.stream(move |a, n| match &small {
+            Some(bytes) => {
+                futures_util::stream::once(std::future::ready(Ok(slice(bytes, a, n)))).boxed()
+            }
+            None => stream(std::sync::Arc::clone(&file), a, n).boxed(),
+        })),
+        (None, Some(bytes)) => Body::from(slice(&bytes, plan.start, plan.len)),
+        (None, None) => Body::from_stream(stream(file, plan.start, plan.len)),
     };
     Ok((plan.status, plan.headers, body).into_response())
 }
+
+/// `n` bytes of `bytes` from `a`, within it.
+fn slice(bytes: &bytes::Bytes, a: u64, n: u64) -> bytes::Bytes {
+    let (a, n) = (
+        usize::try_from(a).unwrap_or(usize::MAX),
+        usize::try_from(n).unwrap_or(usize::MAX),
+    );
+    let a = a.min(bytes.len());
+    bytes.slice(a..a.saturating_add(n).min(bytes.len()))
+}
+
+/// A boxed stream of a body's chunks.
+type Chunks = futures_util::stream::BoxStream<'static, std::io::Result<bytes::Bytes>>;
 
 /// A file on S3, served as a local one is: a plain GET streams the object with its size,
 /// date and type from the GET's own answer; a conditional GET or a range asks for its
 /// size and date first (HEAD), then fetches only the range it serves.
 pub(crate) async fn serve_remote(
-    bucket: &Bucket,
+    bucket: &std::sync::Arc<Bucket>,
     key: &str,
     name: &str,
     download: bool,
@@ -253,6 +268,24 @@ pub(crate) async fn serve_remote(
             Ok(plan) => plan,
             Err(answer) => return Ok(*answer),
         };
+        if let Some(parts) = plan.parts {
+            // Each range is its own ranged GET, made when the body reaches it.
+            let (bucket, key) = (std::sync::Arc::clone(bucket), key.to_owned());
+            let body = Body::from_stream(parts.stream(move |a, n| {
+                let (bucket, key) = (std::sync::Arc::clone(&bucket), key.clone());
+                futures_util::stream::once(async move {
+                    let got = bucket.get(&key, Some((a, a + n - 1))).await;
+                    got.map(|(_, body)| {
+                        http_body_util::BodyExt::into_data_stream(body)
+                            .map_err(std::io::Error::other)
+                    })
+                    .map_err(std::io::Error::other)
+                })
+                .try_flatten()
+                .boxed()
+            }));
+            return Ok((plan.status, plan.headers, body).into_response());
+        }
         let range = (plan.len > 0 && plan.status == StatusCode::PARTIAL_CONTENT)
             .then(|| (plan.start, plan.start + plan.len - 1));
         let (_, body) = bucket.get(key, range).await.map_err(remote_error)?;
@@ -292,6 +325,78 @@ struct Plan {
     headers: HeaderMap,
     start: u64,
     len: u64,
+    /// Several ranges: a `multipart/byteranges` body (`start` and `len` are then its own).
+    parts: Option<Parts>,
+}
+
+/// The parts of a `multipart/byteranges` answer as Go's ServeContent writes them (through
+/// `mime/multipart`): each range's head (its `Content-Range` and the file's type), its bytes,
+/// and the closing boundary.
+struct Parts {
+    boundary: String,
+    /// Each range (start, length) with the head written before its bytes.
+    ranges: Vec<(u64, u64, bytes::Bytes)>,
+    tail: bytes::Bytes,
+}
+
+impl Parts {
+    fn new(ranges: &[(u64, u64)], content_type: &str, size: u64) -> Parts {
+        use rand::Rng as _;
+        // Go's boundary: 30 random bytes in hex.
+        let boundary: String = (0..30)
+            .map(|_| format!("{:02x}", rand::rng().random::<u8>()))
+            .collect();
+        let ranges = ranges
+            .iter()
+            .enumerate()
+            .map(|(i, &(a, n))| {
+                let lead = if i == 0 { "" } else { "\r\n" };
+                let head = format!(
+                    "{lead}--{boundary}\r\nContent-Range: {}\r\nContent-Type: {content_type}\r\n\r\n",
+                    content_range(a, n, size)
+                );
+                (a, n, bytes::Bytes::from(head))
+            })
+            .collect();
+        let tail = bytes::Bytes::from(format!("\r\n--{boundary}--\r\n"));
+        Parts {
+            boundary,
+            ranges,
+            tail,
+        }
+    }
+
+    /// The body's chunks: each range's head, then its bytes from `read(start, length)` (a
+    /// range of no bytes reads nothing), then the closing boundary.
+    fn stream(self, mut read: impl FnMut(u64, u64) -> Chunks + Send + 'static) -> Chunks {
+        let tail = futures_util::stream::once(std::future::ready(Ok(self.tail)));
+        futures_util::stream::iter(self.ranges)
+            .flat_map(move |(a, n, head)| {
+                let head = futures_util::stream::once(std::future::ready(Ok(head)));
+                if n == 0 {
+                    head.boxed()
+                } else {
+                    head.chain(read(a, n)).boxed()
+                }
+            })
+            .chain(tail)
+            .boxed()
+    }
+
+    /// The body's length.
+    fn length(&self) -> u64 {
+        self.ranges
+            .iter()
+            .map(|(_, n, head)| n + head.len() as u64)
+            .sum::<u64>()
+            + self.tail.len() as u64
+    }
+}
+
+/// `bytes a-b/size` of the range of `n` bytes from `a`, as Go prints it (a range of no bytes
+/// too).
+fn content_range(a: u64, n: u64, size: u64) -> String {
+    format!("bytes {a}-{}/{size}", (a + n) as i128 - 1)
 }
 
 fn plan(
@@ -345,40 +450,62 @@ fn plan(
         return Err(Box::new((StatusCode::NOT_MODIFIED, h).into_response()));
     }
 
-    let (status, start, len) = match req.get(header::RANGE).and_then(|v| v.to_str().ok()) {
-        Some(r) => match single_range(r, size) {
-            Some((a, b)) => {
-                set_range(&mut h, a, b, size);
-                (StatusCode::PARTIAL_CONTENT, a, b - a + 1)
+    let asked = req
+        .get(header::RANGE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let mut ranges = match go_ranges(asked, size) {
+        Ok(r) => r,
+        Err(e) => {
+            // Go's ServeContent answers through http.Error: plain text, and none of the
+            // caching headers of a served file.
+            if e == RangeError::NoOverlap
+                && let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}"))
+            {
+                h.insert(header::CONTENT_RANGE, v);
             }
-            None => {
-                // Go's ServeContent answers through http.Error: plain text, and none of the
-                // caching headers of a served file.
-                if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
-                    h.insert(header::CONTENT_RANGE, v);
-                }
-                for k in [
-                    header::CACHE_CONTROL,
-                    header::ACCEPT_RANGES,
-                    header::LAST_MODIFIED,
-                ] {
-                    h.remove(k);
-                }
-                h.insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("text/plain; charset=utf-8"),
-                );
-                return Err(Box::new(
-                    (
-                        StatusCode::RANGE_NOT_SATISFIABLE,
-                        h,
-                        "invalid range: failed to overlap\n",
-                    )
-                        .into_response(),
-                ));
+            for k in [
+                header::CACHE_CONTROL,
+                header::ACCEPT_RANGES,
+                header::LAST_MODIFIED,
+            ] {
+                h.remove(k);
             }
-        },
-        None => (StatusCode::OK, 0, size),
+            h.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            let text = match e {
+                RangeError::NoOverlap => "invalid range: failed to overlap\n",
+                RangeError::Invalid => "invalid range\n",
+            };
+            return Err(Box::new(
+                (StatusCode::RANGE_NOT_SATISFIABLE, h, text).into_response(),
+            ));
+        }
+    };
+    // Ranges adding up to more than the file are ignored: the whole file is cheaper to send.
+    if ranges.iter().map(|r| r.1).sum::<u64>() > size {
+        ranges.clear();
+    }
+    let (status, start, len, parts) = match ranges.as_slice() {
+        [] => (StatusCode::OK, 0, size, None),
+        [(a, n)] => {
+            if let Ok(v) = HeaderValue::from_str(&content_range(*a, *n, size)) {
+                h.insert(header::CONTENT_RANGE, v);
+            }
+            (StatusCode::PARTIAL_CONTENT, *a, *n, None)
+        }
+        _ => {
+            let parts = Parts::new(&ranges, content_type, size);
+            if let Ok(v) = HeaderValue::from_str(&format!(
+                "multipart/byteranges; boundary={}",
+                parts.boundary
+            )) {
+                h.insert(header::CONTENT_TYPE, v);
+            }
+            (StatusCode::PARTIAL_CONTENT, 0, parts.length(), Some(parts))
+        }
     };
     if let Ok(v) = HeaderValue::from_str(&len.to_string()) {
         h.insert(header::CONTENT_LENGTH, v);
@@ -388,6 +515,7 @@ fn plan(
         headers: h,
         start,
         len,
+        parts,
     })
 }
 
@@ -453,48 +581,84 @@ fn secs(t: SystemTime) -> u64 {
         .unwrap_or(0)
 }
 
-fn set_range(h: &mut HeaderMap, a: u64, b: u64, size: u64) {
-    if let Ok(v) = HeaderValue::from_str(&format!("bytes {a}-{b}/{size}")) {
-        h.insert(header::CONTENT_RANGE, v);
-    }
+/// Why a `Range` header is refused (416).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RangeError {
+    /// Not a list of byte ranges.
+    Invalid,
+    /// Byte ranges, none of which starts inside the file.
+    NoOverlap,
 }
 
-/// One `bytes=a-b`, `bytes=a-` or `bytes=-n` range within `size`, as inclusive bounds.
-/// Several ranges are not served as multipart yet: only a single one is accepted.
-fn single_range(r: &str, size: u64) -> Option<(u64, u64)> {
-    let spec = r.strip_prefix("bytes=")?.trim();
-    if spec.contains(',') || size == 0 {
-        return None;
+/// The `Range` header's byte ranges within `size`, as (start, length), read as Go's
+/// ServeContent reads it: blank items are skipped, numbers are Go integers (a sign allowed),
+/// a suffix longer than the file is the whole file, a range starting past the end is dropped
+/// (all of them dropped: no overlap), an end past the end is cut. No header, no ranges.
+fn go_ranges(header: &str, size: u64) -> Result<Vec<(u64, u64)>, RangeError> {
+    if header.is_empty() {
+        return Ok(Vec::new());
     }
-    let (a, b) = spec.split_once('-')?;
-    let (a, b) = (a.trim(), b.trim());
-    if a.is_empty() {
-        let n: u64 = b.parse().ok()?;
-        if n == 0 {
-            return None;
+    let list = header.strip_prefix("bytes=").ok_or(RangeError::Invalid)?;
+    let int = |t: &str| t.parse::<i64>().map_err(|_| RangeError::Invalid);
+    let size_i = i64::try_from(size).unwrap_or(i64::MAX);
+    let mut out = Vec::new();
+    let mut no_overlap = false;
+    for item in list.split(',') {
+        let item = go_trim(item);
+        if item.is_empty() {
+            continue;
         }
-        return Some((size.saturating_sub(n), size - 1));
+        let (start, end) = item.split_once('-').ok_or(RangeError::Invalid)?;
+        let (start, end) = (go_trim(start), go_trim(end));
+        if start.is_empty() {
+            if end.is_empty() || end.starts_with('-') {
+                return Err(RangeError::Invalid);
+            }
+            let n = int(end)?;
+            if n < 0 {
+                return Err(RangeError::Invalid);
+            }
+            let n = n.min(size_i);
+            out.push(((size_i - n) as u64, n as u64));
+            continue;
+        }
+        let a = int(start)?;
+        if a < 0 {
+            return Err(RangeError::Invalid);
+        }
+        if a >= size_i {
+            no_overlap = true;
+            continue;
+        }
+        let len = if end.is_empty() {
+            size_i - a
+        } else {
+            let b = int(end)?;
+            if a > b {
+                return Err(RangeError::Invalid);
+            }
+            b.min(size_i - 1) - a + 1
+        };
+        out.push((a as u64, len as u64));
     }
-    let start: u64 = a.parse().ok()?;
-    if start >= size {
-        return None;
+    if no_overlap && out.is_empty() {
+        return Err(RangeError::NoOverlap);
     }
-    let end = if b.is_empty() {
-        size - 1
-    } else {
-        b.parse::<u64>().ok()?.min(size - 1)
-    };
-    (end >= start).then_some((start, end))
+    Ok(out)
+}
+
+/// Go's `textproto.TrimString`: ASCII spaces, tabs and line ends off both ends.
+fn go_trim(s: &str) -> &str {
+    s.trim_matches([' ', '\t', '\n', '\r'])
 }
 
 /// `len` bytes of `file` from `start`, in chunks read on the blocking pool one at a time (no
 /// thread is held between chunks, however slowly the client reads): the file is never read whole.
 fn stream(
-    file: std::fs::File,
+    file: std::sync::Arc<std::fs::File>,
     start: u64,
     len: u64,
 ) -> impl futures_util::Stream<Item = std::io::Result<bytes::Bytes>> + Send + 'static {
-    let file = std::sync::Arc::new(file);
     futures_util::stream::try_unfold((file, start, len), |(file, at, left)| async move {
         if left == 0 {
             return Ok(None);
@@ -526,13 +690,21 @@ mod tests {
 
     #[test]
     fn ranges_as_go_reads_them() {
-        assert_eq!(single_range("bytes=0-9", 100), Some((0, 9)));
-        assert_eq!(single_range("bytes=90-", 100), Some((90, 99)));
-        assert_eq!(single_range("bytes=-10", 100), Some((90, 99)));
-        assert_eq!(single_range("bytes=50-500", 100), Some((50, 99)));
-        assert_eq!(single_range("bytes=100-", 100), None);
-        assert_eq!(single_range("bytes=5-1", 100), None);
-        assert_eq!(single_range("items=0-1", 100), None);
+        use RangeError::{Invalid, NoOverlap};
+        assert_eq!(go_ranges("bytes=0-9", 100), Ok(vec![(0, 10)]));
+        assert_eq!(go_ranges("bytes=90-", 100), Ok(vec![(90, 10)]));
+        assert_eq!(go_ranges("bytes=-10", 100), Ok(vec![(90, 10)]));
+        assert_eq!(go_ranges("bytes=-500", 100), Ok(vec![(0, 100)]));
+        assert_eq!(go_ranges("bytes=50-500", 100), Ok(vec![(50, 50)]));
+        assert_eq!(go_ranges("bytes=0-1, 5-6", 100), Ok(vec![(0, 2), (5, 2)]));
+        assert_eq!(go_ranges("bytes=,", 100), Ok(vec![]));
+        assert_eq!(go_ranges("", 100), Ok(vec![]));
+        assert_eq!(go_ranges("bytes=100-", 100), Err(NoOverlap));
+        assert_eq!(go_ranges("bytes=100-,0-1", 100), Ok(vec![(0, 2)]));
+        assert_eq!(go_ranges("bytes=5-1", 100), Err(Invalid));
+        assert_eq!(go_ranges("bytes=--1", 100), Err(Invalid));
+        assert_eq!(go_ranges("items=0-1", 100), Err(Invalid));
+        assert_eq!(content_range(100, 0, 100), "bytes 100-99/100");
     }
 
     #[test]

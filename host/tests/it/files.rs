@@ -734,3 +734,141 @@ fn oversized_broken_and_abandoned_uploads_leave_nothing_behind() {
         "nothing was stored"
     );
 }
+
+/// One generated `Range` header: single ranges of every form, lists of them (with blanks and
+/// spaces), and malformed ones, around a file of `size` bytes.
+fn range_header(rng: &mut crate::rng::Rng, size: u64) -> String {
+    let edges = [
+        0,
+        1,
+        2,
+        5,
+        size / 2,
+        size - 2,
+        size - 1,
+        size,
+        size + 1,
+        size * 2,
+    ];
+    let num = |rng: &mut crate::rng::Rng| -> String {
+        if rng.pct(70) {
+            rng.pick(&edges).to_string()
+        } else {
+            (rng.next() % (size + 10)).to_string()
+        }
+    };
+    let one = |rng: &mut crate::rng::Rng| -> String {
+        let s = match rng.below(10) {
+            0..=3 => format!("{}-{}", num(rng), num(rng)),
+            4 | 5 => format!("{}-", num(rng)),
+            6 | 7 => format!("-{}", num(rng)),
+            _ => rng
+                .pick(&[
+                    "", "-", "x-1", "1-x", "--1", "-0", "1", " 3 - 7 ", "+1-2", "0x1-2",
+                ])
+                .to_string(),
+        };
+        if rng.pct(15) { format!(" {s} ") } else { s }
+    };
+    let n = if rng.pct(40) { 1 } else { 2 + rng.below(3) };
+    let list: Vec<String> = (0..n).map(|_| one(rng)).collect();
+    let unit = *rng.pick(&[
+        "bytes=", "bytes=", "bytes=", "bytes=", "bytes= ", "Bytes=", "items=",
+    ]);
+    format!("{unit}{}", list.join(if rng.pct(80) { "," } else { ", " }))
+}
+
+/// A ranged download as compared: status, the range headers, the type and the body, with a
+/// multipart answer's random boundary masked.
+fn range_shape(g: &Got) -> Value {
+    let ty = g.header("content-type").unwrap_or("").to_owned();
+    let boundary = ty.split_once("boundary=").map(|(_, b)| b.to_owned());
+    let mut body = String::from_utf8_lossy(&g.bytes).into_owned();
+    let mut length = g.header("content-length").map(str::to_owned);
+    if let Some(b) = &boundary {
+        body = body.replace(b.as_str(), "BOUNDARY");
+        // The boundary's length is Go's (60 hex digits): the length is compared without it.
+        length = length.map(|l| {
+            let n: usize = l.parse().unwrap_or(0);
+            (n - b.len() * body.matches("BOUNDARY").count()).to_string()
+        });
+    }
+    json!({
+        "status": g.status,
+        "type": boundary.as_ref().map_or(ty.clone(), |b| ty.replace(b.as_str(), "BOUNDARY")),
+        "boundary_len": boundary.map(|b| b.len()),
+        "length": length,
+        "range": g.header("content-range"),
+        "ranges": g.header("accept-ranges"),
+        "body": body,
+    })
+}
+
+#[test]
+fn generated_ranges_are_served_as_by_the_reference() {
+    ranges_as_by_the_reference(false);
+}
+
+#[test]
+fn generated_ranges_are_served_from_s3_as_by_the_reference() {
+    ranges_as_by_the_reference(true);
+}
+
+fn ranges_as_by_the_reference(s3: bool) {
+    let Some(sides) = sides(s3) else {
+        return;
+    };
+    let seed = crate::rng::env_num("FERROBASE_RANGES_SEED").unwrap_or(0x5eed_0015);
+    let cases = crate::rng::env_num("FERROBASE_RANGES_CASES").unwrap_or(300);
+    eprintln!("ranges: seed {seed:#x}, {cases} cases (FERROBASE_RANGES_SEED / _CASES)");
+    let content: Vec<u8> = (0..=99u8).map(|i| b'a' + i % 26).collect();
+    let paths: Vec<String> = sides
+        .iter()
+        .map(|side| {
+            let r = send(
+                &side.server,
+                "POST",
+                "/api/collections/docs/records",
+                &side.su,
+                multipart(&[], &[("pics", "notes.txt", &content)]),
+            );
+            assert_eq!(r.status, 200, "{}", r.json);
+            let name = r.json["pics"][0].as_str().unwrap().to_owned();
+            format!(
+                "/api/files/{}/{}/{name}",
+                side.cid,
+                r.json["id"].as_str().unwrap()
+            )
+        })
+        .collect();
+    let mut rng = crate::rng::Rng::new(seed);
+    let mut mismatches = Vec::new();
+    let mut multipart_answers = 0;
+    for _ in 0..cases {
+        let h = range_header(&mut rng, content.len() as u64);
+        let got: Vec<Value> = sides
+            .iter()
+            .zip(&paths)
+            .map(|(side, path)| range_shape(&fetch(&side.server, path, &[("Range", &h)])))
+            .collect();
+        if got[0]["boundary_len"].is_number() {
+            multipart_answers += 1;
+        }
+        if got[0] != got[1] {
+            mismatches.push(format!(
+                "Range: {h}\n  reference: {}\n  subject:   {}",
+                got[0], got[1]
+            ));
+        }
+    }
+    assert!(
+        multipart_answers > 10,
+        "the generator made few multi-range answers"
+    );
+    assert!(
+        mismatches.is_empty(),
+        "{} of {cases} ranges differ:\n{}",
+        mismatches.len(),
+        mismatches.join("\n")
+    );
+}
