@@ -50,8 +50,8 @@ RT_RULE = "owner = @request.auth.id || public = true"
 RT_PASSWORD = "rtpass123456"
 RT_COST = 4  # bcrypt cost of the rt users' passwords: 10,000 sign-ins take seconds, not minutes
 SCENARIOS = ("memory", "breakdown", "list", "fanout", "sustain")
-SERVERS = ("ferrobase", "pocketbase")
-LABEL = {"ferrobase": "ferrobase", "pocketbase": "PocketBase"}
+SERVERS = ("ferrobase", "pocketbase", "baseline")
+LABEL = {"ferrobase": "ferrobase", "pocketbase": "PocketBase", "baseline": "baseline"}
 log = bench.log
 
 
@@ -457,6 +457,8 @@ def main():
     ap.add_argument("--root", default=os.path.dirname(HERE))
     ap.add_argument("--ferrobase")
     ap.add_argument("--pb")
+    ap.add_argument("--baseline", help="a second ferrobase binary (an earlier commit's build) run as a third "
+                    "server after ferrobase in each scenario: before / after in one run")
     ap.add_argument("--tool", help="default: bench/work/target/release/bench-realtime")
     ap.add_argument("--work", default=os.path.join(HERE, "work"))
     ap.add_argument("--results", default=os.path.join(HERE, "results"))
@@ -473,6 +475,12 @@ def main():
     a.pb_logs = False
     scenarios = [s for s in SCENARIOS if not a.only or s in a.only.split(",")]
     servers = [s for s in a.servers.split(",") if s]
+    if a.baseline:
+        a.baseline = os.path.abspath(a.baseline)
+        if "baseline" not in servers:
+            servers.append("baseline")
+    elif "baseline" in servers:
+        ap.error("--servers baseline needs --baseline PATH")
     if any(s not in SERVERS for s in servers):
         ap.error(f"--servers: pick from {SERVERS}")
     if a.fan_users > a.users or a.sus_users > a.users:
