@@ -35,6 +35,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -133,16 +134,44 @@ def tool_cmd(a, cmd, base, *extra):
     return out
 
 
-def run_tool(a, cmd, base, logpath, *extra):
-    """One tool run to its end; returns its last JSON line."""
+def run_tool(a, cmd, base, logpath, *extra, server_pid=None):
+    """One tool run to its end; returns its last JSON line. With `server_pid`, also the server's
+    CPU time (utime + stime) from the tool's "subscribed" log line to its last "write" line, i.e.
+    over the writes alone (`writes_server_cpu_s`, and `writes_seen`): a figure that the box's other
+    load inflates far less than the latencies."""
+    mark = {}
+    hz = os.sysconf("SC_CLK_TCK")
+
+    def follow(stream, err):
+        for line in stream:
+            err.write(line)
+            err.flush()
+            if server_pid is None:
+                continue
+            if "subscribed" in line and "t0" not in mark:
+                mark["t0"] = bench.proc_ticks(server_pid)
+            elif line.startswith("[bench-realtime] write ") and "t0" in mark:
+                mark["t1"] = bench.proc_ticks(server_pid)
+                mark["n"] = mark.get("n", 0) + 1
+
     with open(logpath, "w") as err:
+        proc = subprocess.Popen(tool_cmd(a, cmd, base, *extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        reader = threading.Thread(target=follow, args=(proc.stderr, err), daemon=True)
+        reader.start()
         try:
-            r = subprocess.run(tool_cmd(a, cmd, base, *extra), stdout=subprocess.PIPE, stderr=err, text=True,
-                               timeout=a.tool_max_seconds + 30)
+            out, _ = proc.communicate(timeout=a.tool_max_seconds + 30)
         except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
             return {"error": f"{cmd}: the tool did not finish in time (killed)"}
-    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
-    return json.loads(lines[-1]) if lines else {"error": f"{cmd}: no output (rc={r.returncode})"}
+        reader.join(timeout=10)
+    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+    r = json.loads(lines[-1]) if lines else {"error": f"{cmd}: no output (rc={proc.returncode})"}
+    if mark.get("t0") is not None and mark.get("t1") is not None:
+        r["writes_server_cpu_s"] = round((mark["t1"] - mark["t0"]) / hz, 2)
+        r["writes_seen"] = mark["n"]
+    return r
 
 
 class Idle:
@@ -276,7 +305,8 @@ def sc_list(a, srv, row, logdir):
 def sc_fanout(a, srv, row, logdir):
     r = run_tool(a, "fanout", srv.base, os.path.join(logdir, f"fanout-{srv.kind}-tool.log"),
                  "--users", a.fan_users, "--writes", a.fan_writes, "--collection", RT_COLLECTION,
-                 "--password", RT_PASSWORD, "--su-email", seed.SUPERUSER_EMAIL, "--su-password", seed.SUPERUSER_PASSWORD)
+                 "--password", RT_PASSWORD, "--su-email", seed.SUPERUSER_EMAIL, "--su-password", seed.SUPERUSER_PASSWORD,
+                 server_pid=srv.pid)
     row.update(r)
 
 
@@ -392,6 +422,9 @@ def render(rows, ctx, a):
         line("  from the create sent: p50 / p99", "fanout",
              lambda r: f"{fmt(r.get('from_sent_p50_ms'), 1)} / {fmt(r.get('from_sent_p99_ms'), 1)} ms"
              if "from_sent_p99_ms" in r else None)
+        line("  server CPU per write (over the writes only)", "fanout",
+             lambda r: f"{fmt(1000 * r['writes_server_cpu_s'] / r['writes_seen'], 0)} ms"
+             if r.get("writes_seen") else None)
         line("  writes fully delivered", "fanout",
              lambda r: f"{r['complete_writes']}/{r['writes']}" if "writes" in r else None)
     if "sustain" in ctx["scenarios"]:
