@@ -157,15 +157,23 @@ def run_tool(a, cmd, base, logpath, *extra, server_pid=None):
     with open(logpath, "w") as err:
         proc = subprocess.Popen(tool_cmd(a, cmd, base, *extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True)
+        # stderr is this thread's alone (communicate() would read it too and steal lines).
         reader = threading.Thread(target=follow, args=(proc.stderr, err), daemon=True)
         reader.start()
-        try:
-            out, _ = proc.communicate(timeout=a.tool_max_seconds + 30)
-        except subprocess.TimeoutExpired:
+        killed = []
+
+        def kill():
+            killed.append(True)
             proc.kill()
-            proc.wait()
-            return {"error": f"{cmd}: the tool did not finish in time (killed)"}
+
+        timer = threading.Timer(a.tool_max_seconds + 30, kill)
+        timer.start()
+        out = proc.stdout.read()
+        proc.wait()
+        timer.cancel()
         reader.join(timeout=10)
+        if killed:
+            return {"error": f"{cmd}: the tool did not finish in time (killed)"}
     lines = [ln for ln in out.splitlines() if ln.startswith("{")]
     r = json.loads(lines[-1]) if lines else {"error": f"{cmd}: no output (rc={proc.returncode})"}
     if mark.get("t0") is not None and mark.get("t1") is not None:
