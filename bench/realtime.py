@@ -35,6 +35,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -50,8 +51,8 @@ RT_RULE = "owner = @request.auth.id || public = true"
 RT_PASSWORD = "rtpass123456"
 RT_COST = 4  # bcrypt cost of the rt users' passwords: 10,000 sign-ins take seconds, not minutes
 SCENARIOS = ("memory", "breakdown", "list", "fanout", "sustain")
-SERVERS = ("ferrobase", "pocketbase")
-LABEL = {"ferrobase": "ferrobase", "pocketbase": "PocketBase"}
+SERVERS = ("ferrobase", "pocketbase", "baseline")
+LABEL = {"ferrobase": "ferrobase", "pocketbase": "PocketBase", "baseline": "baseline"}
 log = bench.log
 
 
@@ -133,16 +134,52 @@ def tool_cmd(a, cmd, base, *extra):
     return out
 
 
-def run_tool(a, cmd, base, logpath, *extra):
-    """One tool run to its end; returns its last JSON line."""
+def run_tool(a, cmd, base, logpath, *extra, server_pid=None):
+    """One tool run to its end; returns its last JSON line. With `server_pid`, also the server's
+    CPU time (utime + stime) from the tool's "subscribed" log line to its last "write" line, i.e.
+    over the writes alone (`writes_server_cpu_s`, and `writes_seen`): a figure that the box's other
+    load inflates far less than the latencies."""
+    mark = {}
+    hz = os.sysconf("SC_CLK_TCK")
+
+    def follow(stream, err):
+        for line in stream:
+            err.write(line)
+            err.flush()
+            if server_pid is None:
+                continue
+            if "subscribed" in line and "t0" not in mark:
+                mark["t0"] = bench.proc_ticks(server_pid)
+            elif line.startswith("[bench-realtime] write ") and "t0" in mark:
+                mark["t1"] = bench.proc_ticks(server_pid)
+                mark["n"] = mark.get("n", 0) + 1
+
     with open(logpath, "w") as err:
-        try:
-            r = subprocess.run(tool_cmd(a, cmd, base, *extra), stdout=subprocess.PIPE, stderr=err, text=True,
-                               timeout=a.tool_max_seconds + 30)
-        except subprocess.TimeoutExpired:
+        proc = subprocess.Popen(tool_cmd(a, cmd, base, *extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        # stderr is this thread's alone (communicate() would read it too and steal lines).
+        reader = threading.Thread(target=follow, args=(proc.stderr, err), daemon=True)
+        reader.start()
+        killed = []
+
+        def kill():
+            killed.append(True)
+            proc.kill()
+
+        timer = threading.Timer(a.tool_max_seconds + 30, kill)
+        timer.start()
+        out = proc.stdout.read()
+        proc.wait()
+        timer.cancel()
+        reader.join(timeout=10)
+        if killed:
             return {"error": f"{cmd}: the tool did not finish in time (killed)"}
-    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
-    return json.loads(lines[-1]) if lines else {"error": f"{cmd}: no output (rc={r.returncode})"}
+    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+    r = json.loads(lines[-1]) if lines else {"error": f"{cmd}: no output (rc={proc.returncode})"}
+    if mark.get("t0") is not None and mark.get("t1") is not None:
+        r["writes_server_cpu_s"] = round((mark["t1"] - mark["t0"]) / hz, 2)
+        r["writes_seen"] = mark["n"]
+    return r
 
 
 class Idle:
@@ -276,7 +313,8 @@ def sc_list(a, srv, row, logdir):
 def sc_fanout(a, srv, row, logdir):
     r = run_tool(a, "fanout", srv.base, os.path.join(logdir, f"fanout-{srv.kind}-tool.log"),
                  "--users", a.fan_users, "--writes", a.fan_writes, "--collection", RT_COLLECTION,
-                 "--password", RT_PASSWORD, "--su-email", seed.SUPERUSER_EMAIL, "--su-password", seed.SUPERUSER_PASSWORD)
+                 "--password", RT_PASSWORD, "--su-email", seed.SUPERUSER_EMAIL, "--su-password", seed.SUPERUSER_PASSWORD,
+                 server_pid=srv.pid)
     row.update(r)
 
 
@@ -392,6 +430,9 @@ def render(rows, ctx, a):
         line("  from the create sent: p50 / p99", "fanout",
              lambda r: f"{fmt(r.get('from_sent_p50_ms'), 1)} / {fmt(r.get('from_sent_p99_ms'), 1)} ms"
              if "from_sent_p99_ms" in r else None)
+        line("  server CPU per write (over the writes only)", "fanout",
+             lambda r: f"{fmt(1000 * r['writes_server_cpu_s'] / r['writes_seen'], 0)} ms"
+             if r.get("writes_seen") else None)
         line("  writes fully delivered", "fanout",
              lambda r: f"{r['complete_writes']}/{r['writes']}" if "writes" in r else None)
     if "sustain" in ctx["scenarios"]:
@@ -457,6 +498,8 @@ def main():
     ap.add_argument("--root", default=os.path.dirname(HERE))
     ap.add_argument("--ferrobase")
     ap.add_argument("--pb")
+    ap.add_argument("--baseline", help="a second ferrobase binary (an earlier commit's build) run as a third "
+                    "server after ferrobase in each scenario: before / after in one run")
     ap.add_argument("--tool", help="default: bench/work/target/release/bench-realtime")
     ap.add_argument("--work", default=os.path.join(HERE, "work"))
     ap.add_argument("--results", default=os.path.join(HERE, "results"))
@@ -473,6 +516,12 @@ def main():
     a.pb_logs = False
     scenarios = [s for s in SCENARIOS if not a.only or s in a.only.split(",")]
     servers = [s for s in a.servers.split(",") if s]
+    if a.baseline:
+        a.baseline = os.path.abspath(a.baseline)
+        if "baseline" not in servers:
+            servers.append("baseline")
+    elif "baseline" in servers:
+        ap.error("--servers baseline needs --baseline PATH")
     if any(s not in SERVERS for s in servers):
         ap.error(f"--servers: pick from {SERVERS}")
     if a.fan_users > a.users or a.sus_users > a.users:

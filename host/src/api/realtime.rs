@@ -5,21 +5,25 @@
 use super::body;
 use super::error::{ApiError, ApiResult};
 use super::{Shared, caller, client_ip};
-use crate::realtime::{Message, Registration, SubscribeError};
+use crate::realtime::{Message, Messages, Registration, SubscribeError};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use hyper::body::Frame;
 use serde_json::{Map, Value, json};
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::sync::mpsc;
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
-/// One SSE message. The `id` is always the client's id: the JS SDK reads its client id there.
-fn frame(client_id: &str, name: &str, data: &[u8]) -> Bytes {
-    let mut out = Vec::with_capacity(client_id.len() + name.len() + data.len() + 20);
+/// One SSE message appended to `out`. The `id` is always the client's id: the JS SDK reads its
+/// client id there.
+fn frame(out: &mut Vec<u8>, client_id: &str, name: &str, data: &[u8]) {
     out.extend_from_slice(b"id:");
     out.extend_from_slice(client_id.as_bytes());
     out.extend_from_slice(b"\nevent:");
@@ -27,17 +31,73 @@ fn frame(client_id: &str, name: &str, data: &[u8]) -> Bytes {
     out.extend_from_slice(b"\ndata:");
     out.extend_from_slice(data);
     out.extend_from_slice(b"\n\n");
-    Bytes::from(out)
 }
 
-/// A stream's state: its queue, its place in the hub (dropped with the stream), its clocks.
+fn framed_len(client_id: &str, name: &str, data: &[u8]) -> usize {
+    client_id.len() + name.len() + data.len() + 20
+}
+
+/// A stream's body: its queue, its place in the hub (dropped with the stream), its clocks.
+///
+/// A body of its own rather than a stream adapter with a timeout per message: the idle timer
+/// is armed once per idle period (re-armed when it fires early, from the last message's time),
+/// not registered and cancelled in the timer wheel for every message; and all the messages
+/// queued when the stream wakes go out as one chunk (one socket write).
 struct Stream {
     client_id: Arc<str>,
-    messages: mpsc::Receiver<Message>,
+    messages: Messages,
     _registration: Registration,
     first: Option<Bytes>,
     idle: Duration,
     ends: Instant,
+    last: Instant,
+    timer: Pin<Box<Sleep>>,
+    taken: Vec<Message>,
+}
+
+impl hyper::body::Body for Stream {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let st = self.get_mut();
+        if let Some(first) = st.first.take() {
+            return Poll::Ready(Some(Ok(Frame::data(first))));
+        }
+        match st.messages.poll_take(cx, &mut st.taken) {
+            Poll::Ready(true) => {
+                st.last = Instant::now();
+                let n: usize = st
+                    .taken
+                    .iter()
+                    .map(|m| framed_len(&st.client_id, &m.name, &m.data))
+                    .sum();
+                let mut out = Vec::with_capacity(n);
+                for m in st.taken.drain(..) {
+                    frame(&mut out, &st.client_id, &m.name, &m.data);
+                }
+                if st.taken.capacity() > 8 {
+                    st.taken = Vec::new();
+                }
+                return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
+            }
+            // The hub dropped the client (its queue overflowed, the server stops).
+            Poll::Ready(false) => return Poll::Ready(None),
+            Poll::Pending => {}
+        }
+        // The stream ends after `idle` without a message, or at its maximum age.
+        while st.timer.as_mut().poll(cx).is_ready() {
+            let due = (st.last + st.idle).min(st.ends);
+            if Instant::now() >= due {
+                return Poll::Ready(None);
+            }
+            st.timer.as_mut().reset(due);
+        }
+        Poll::Pending
+    }
 }
 
 pub(crate) async fn connect(State(state): State<Shared>, request: Request) -> Response {
@@ -50,30 +110,25 @@ pub(crate) async fn connect(State(state): State<Shared>, request: Request) -> Re
     let cfg = state.realtime.config();
     let id = Arc::clone(&conn.client.id);
     let hello = format!("{{\"clientId\":\"{id}\"}}");
+    let mut first = Vec::with_capacity(framed_len(&id, "PB_CONNECT", hello.as_bytes()));
+    frame(&mut first, &id, "PB_CONNECT", hello.as_bytes());
+    let now = Instant::now();
+    let idle = Duration::from_millis(cfg.idle_timeout_ms);
+    let ends = now + Duration::from_millis(cfg.max_age_ms);
+    // The stream ends when the client is dropped by the hub (its queue overflowed, the server
+    // stops), after `idle` without a message, or at its maximum age; the SDK reconnects.
     let st = Stream {
-        first: Some(frame(&id, "PB_CONNECT", hello.as_bytes())),
+        first: Some(Bytes::from(first)),
         client_id: id,
         messages: conn.messages,
         _registration: conn.registration,
-        idle: Duration::from_millis(cfg.idle_timeout_ms),
-        ends: Instant::now() + Duration::from_millis(cfg.max_age_ms),
+        idle,
+        ends,
+        last: now,
+        timer: Box::pin(tokio::time::sleep_until((now + idle).min(ends))),
+        taken: Vec::new(),
     };
-    // The stream ends when the client is dropped by the hub (its queue overflowed, the server
-    // stops), after `idle` without a message, or at its maximum age; the SDK reconnects.
-    let stream = futures_util::stream::unfold(st, |mut st| async move {
-        if let Some(first) = st.first.take() {
-            return Some((Ok::<_, std::convert::Infallible>(first), st));
-        }
-        let deadline = (Instant::now() + st.idle).min(st.ends);
-        match tokio::time::timeout_at(deadline, st.messages.recv()).await {
-            Ok(Some(m)) => {
-                let bytes = frame(&st.client_id, &m.name, &m.data);
-                Some((Ok(bytes), st))
-            }
-            Ok(None) | Err(_) => None,
-        }
-    });
-    let mut res = (StatusCode::OK, Body::from_stream(stream)).into_response();
+    let mut res = (StatusCode::OK, Body::new(st)).into_response();
     let h = res.headers_mut();
     h.insert(
         header::CONTENT_TYPE,

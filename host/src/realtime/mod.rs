@@ -9,6 +9,7 @@
 //! SDKs reconnect and subscribe again) instead of growing memory.
 
 mod deliver;
+mod queue;
 pub(crate) mod topic;
 
 use crate::config::RealtimeConfig;
@@ -16,9 +17,11 @@ use crate::records::feed::{Committed, Listener};
 use crate::records::{Caller, Records};
 use crate::schema::Collection;
 use bytes::Bytes;
+use queue::Queue;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context, Poll};
 use tokio::sync::mpsc;
 use topic::Subscription;
 
@@ -35,7 +38,7 @@ pub(crate) struct Client {
     /// The address the stream was opened from; subscriptions must come from it too.
     pub ip: String,
     state: Mutex<ClientState>,
-    queue: mpsc::Sender<Message>,
+    queue: Arc<Queue>,
 }
 
 /// A client's subscriptions, replaced whole by each subscription request.
@@ -97,8 +100,19 @@ impl Drop for Registration {
 /// What a new stream gets: the client, the receiving end of its queue, and its registration.
 pub(crate) struct Connection {
     pub client: Arc<Client>,
-    pub messages: mpsc::Receiver<Message>,
+    pub messages: Messages,
     pub registration: Registration,
+}
+
+/// The receiving end of a client's queue.
+pub(crate) struct Messages(Arc<Queue>);
+
+impl Messages {
+    /// Every message queued since the last call, in order, appended to `into`; `Ready(false)`
+    /// once the client is disconnected and its queue is empty.
+    pub(crate) fn poll_take(&self, cx: &mut Context<'_>, into: &mut Vec<Message>) -> Poll<bool> {
+        self.0.poll_take(cx, into)
+    }
 }
 
 fn bump(map: &Mutex<HashMap<String, usize>>, key: &str, up: bool) {
@@ -154,7 +168,8 @@ impl Hub {
 
     /// A new client on a new stream opened from `ip`.
     pub(crate) fn connect(self: &Arc<Self>, ip: String) -> Connection {
-        let (queue, messages) = mpsc::channel(self.cfg.queue_len.max(1));
+        let queue = Queue::new(self.cfg.queue_len);
+        let messages = Messages(Arc::clone(&queue));
         let id: Arc<str> = Arc::from(crate::schema::ids::secret(40));
         let client = Arc::new(Client {
             id: Arc::clone(&id),
@@ -187,6 +202,7 @@ impl Hub {
             return false;
         };
         crate::metrics::REALTIME_CLIENTS.dec();
+        client.queue.close();
         let (auth, _, subs) = client.snapshot();
         self.forget(&subs, auth.as_deref());
         true
@@ -260,8 +276,8 @@ impl Hub {
             .unwrap_or_default()
     }
 
-    /// Disconnect a client (its queue overflowed): its stream ends once its last message
-    /// handle is gone.
+    /// Disconnect a client (its queue overflowed): its stream ends once it has written what
+    /// was queued.
     fn drop_client(&self, id: &str) {
         if self.remove(id) {
             tracing::debug!(client = id, "realtime client too slow; disconnected");

@@ -573,6 +573,41 @@ fn an_idle_stream_is_closed_and_subscription_requests_are_checked() {
     );
 }
 
+/// The stream's idle timer is armed once per idle period and re-armed from the last message
+/// when it fires: messages closer together than the idle timeout keep the stream open for
+/// longer than it, and silence after them still closes it.
+#[test]
+fn messages_keep_a_stream_open_past_its_idle_timeout_and_silence_closes_it() {
+    let s = server_with("[realtime]\nidle_timeout_ms = 1500\n");
+    let su = s.su_token();
+    fixture(&s);
+    let sse = Sse::open(&s.addr);
+    assert_eq!(subscribe(&s, &sse, Some(&su), &["posts/*".into()]), 204);
+    let writes = 8;
+    for i in 0..writes {
+        let r = s.req(
+            "POST",
+            "/api/collections/posts/records",
+            Some(&su),
+            Some(&json!({"title": format!("w{i}"), "public": true})),
+        );
+        assert_eq!(r.status, 200, "{}", r.json);
+        std::thread::sleep(Duration::from_millis(400));
+    }
+    // 3.2 s of writes, twice the idle timeout: every message arrived on the one stream.
+    let got = sse.drain(Duration::from_millis(300));
+    let titles: Vec<&str> = got
+        .iter()
+        .filter_map(|(_, e)| e["record"]["title"].as_str())
+        .collect();
+    let want: Vec<String> = (0..writes).map(|i| format!("w{i}")).collect();
+    assert_eq!(titles, want);
+    assert!(
+        sse.closed_within(Duration::from_secs(6)),
+        "a silent stream left open after its idle timeout"
+    );
+}
+
 #[test]
 fn a_delete_announces_what_its_relations_did_first() {
     let s = Server::start();
