@@ -7,7 +7,7 @@
 
 use super::auth::{auth_collection, finish_auth, limit};
 use super::body;
-use super::error::{ApiError, ApiResult, MSG_VALIDATION};
+use super::error::{ApiError, ApiResult};
 use super::{Shared, caller, query_map};
 use crate::auth::oauth2::{self, AuthUser};
 use crate::records::batch::Batch;
@@ -68,7 +68,14 @@ fn mapped(c: &Collection, key: &str) -> String {
 /// The form's checks, in PocketBase's order: `provider` (required, at most 100 characters, a
 /// configured one), `code` (required).
 fn validate(c: &Collection, provider: &str, code: &str) -> ApiResult<()> {
+    // Keys in alphabetical order, as PocketBase's error map is written.
     let mut errors = Map::new();
+    if code.is_empty() {
+        errors.insert(
+            "code".into(),
+            verr("validation_required", "Cannot be blank."),
+        );
+    }
     if provider.is_empty() {
         errors.insert(
             "provider".into(),
@@ -93,18 +100,12 @@ fn validate(c: &Collection, provider: &str, code: &str) -> ApiResult<()> {
             ),
         );
     }
-    if code.is_empty() {
-        errors.insert(
-            "code".into(),
-            verr("validation_required", "Cannot be blank."),
-        );
-    }
     if errors.is_empty() {
         Ok(())
     } else {
         Err(ApiError::with_data(
             StatusCode::BAD_REQUEST,
-            MSG_VALIDATION,
+            body::MSG_LOAD_FAILED,
             errors,
         ))
     }

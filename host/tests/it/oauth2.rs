@@ -329,7 +329,7 @@ fn serve(conn: TcpStream, st: &Mutex<ProviderState>, key: &RsaKeyPair, port: u16
     }
 }
 
-/// An RSA key made for this run by the `openssl` tool (ring signs but does not generate RSA
+/// An RSA key (PKCS#1 DER) made for this run by the `openssl` tool (ring signs but does not generate RSA
 /// keys); None, with the skip message, without the tool.
 fn test_key() -> Option<Arc<RsaKeyPair>> {
     let ok = std::process::Command::new("openssl")
@@ -359,7 +359,7 @@ fn test_key() -> Option<Arc<RsaKeyPair>> {
         String::from_utf8_lossy(&st.stderr)
     );
     let der = std::fs::read(&path).unwrap();
-    Some(Arc::new(RsaKeyPair::from_pkcs8(&der).unwrap()))
+    Some(Arc::new(RsaKeyPair::from_der(&der).unwrap()))
 }
 
 /// The auth collection `members`: OAuth2 on with `oidc` (user info endpoint) and `oidc2` (the
@@ -452,10 +452,14 @@ fn summary(r: &Value) -> Value {
     }
     let rec = &b["record"];
     let meta = &b["meta"];
+    // Sorted: PocketBase writes `meta` from a Go map, in no fixed order.
     let keys = |v: &Value| -> Vec<String> {
-        v.as_object()
+        let mut k: Vec<String> = v
+            .as_object()
             .map(|m| m.keys().cloned().collect())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        k.sort();
+        k
     };
     json!({"status": 200, "keys": keys(b), "recordKeys": keys(rec), "metaKeys": keys(meta),
         "email": rec["email"], "verified": rec["verified"], "name": rec["name"],
@@ -620,11 +624,16 @@ fn scenario(s: &Server, p: &Provider) -> Vec<(String, Value)> {
     seen
 }
 
+/// Every step's answers compared; all differences shown at once.
 fn compare(ours: &[(String, Value)], theirs: &[(String, Value)]) {
     assert_eq!(ours.len(), theirs.len());
-    for ((l, a), (_, b)) in ours.iter().zip(theirs) {
-        assert_eq!(a, b, "{l}: ferrobase (left) and PocketBase (right) differ");
-    }
+    let diffs: Vec<String> = ours
+        .iter()
+        .zip(theirs)
+        .filter(|((_, a), (_, b))| a != b)
+        .map(|((l, a), (_, b))| format!("{l}:\n  ferrobase: {a}\n  PocketBase: {b}"))
+        .collect();
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
 }
 
 #[test]
