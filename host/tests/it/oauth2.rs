@@ -730,3 +730,70 @@ fn the_oauth2_redirect_reaches_the_realtime_client_as_in_pocketbase() {
     let theirs = redirect_scenario(&Server::start_bin(bin.to_str().unwrap()));
     assert_eq!(ours, theirs);
 }
+
+/// auth-methods' OAuth2 listing, with the state and the PKCE pair (random) written as
+/// placeholders; `logo` aside (PocketBase ships SVG logos, ferrobase none).
+fn listing(s: &Server, p: &Provider) -> Value {
+    setup(s, p);
+    let su = s.su_token();
+    let r = s.req(
+        "PATCH",
+        "/api/collections/members",
+        Some(&su),
+        Some(&json!({"oauth2": {"enabled": true, "providers": [
+            // displayName given: PocketBase's PATCH merges provider objects into the old ones.
+            {"name": "oidc", "clientId": CLIENT_ID, "clientSecret": CLIENT_SECRET, "displayName": "",
+                "authURL": format!("{}/authorize?tenant=1", p.base()),
+                "tokenURL": format!("{}/token", p.base())},
+            {"name": "google", "clientId": "g id", "clientSecret": "s", "pkce": false},
+            {"name": "github", "clientId": "gh", "clientSecret": "s", "displayName": "Code"},
+            {"name": "apple", "clientId": "ap", "clientSecret": "s"},
+        ]}})),
+    );
+    assert_eq!(r.status, 200, "{}", r.json);
+    let m = s.req("GET", "/api/collections/members/auth-methods", None, None);
+    assert_eq!(m.status, 200);
+    let scrub = |list: &Value| -> Value {
+        let items = list.as_array().unwrap().iter().map(|i| {
+            let mut i = i.as_object().unwrap().clone();
+            let (state, verifier, challenge) = (
+                i["state"].as_str().unwrap().to_owned(),
+                i["codeVerifier"].as_str().unwrap().to_owned(),
+                i["codeChallenge"].as_str().unwrap().to_owned(),
+            );
+            assert_eq!(state.len(), 30);
+            assert!(verifier.is_empty() || verifier.len() == 43);
+            for k in ["authURL", "authUrl"] {
+                let u = i[k].as_str().unwrap().replace(&state, "STATE");
+                let u = if challenge.is_empty() {
+                    u
+                } else {
+                    u.replace(&challenge, "CHALLENGE")
+                };
+                i.insert(k.into(), json!(u));
+            }
+            for k in ["state", "codeVerifier", "codeChallenge"] {
+                let v = i[k].as_str().unwrap().is_empty();
+                i.insert(k.into(), json!(if v { "" } else { "set" }));
+            }
+            i.insert("logo".into(), json!(null));
+            Value::Object(i)
+        });
+        Value::Array(items.collect())
+    };
+    let keys: Vec<&String> = m.json.as_object().unwrap().keys().collect();
+    json!({"keys": keys, "enabled": m.json["oauth2"]["enabled"],
+        "providers": scrub(&m.json["oauth2"]["providers"]),
+        "legacy": scrub(&m.json["authProviders"])})
+}
+
+#[test]
+fn auth_methods_list_providers_as_pocketbase_does() {
+    let Some(key) = test_key() else { return };
+    let p = Provider::start(key);
+    let ours = listing(&Server::start(), &p);
+    assert_eq!(ours["providers"].as_array().unwrap().len(), 4, "{ours}");
+    let Some(bin) = reference_bin() else { return };
+    let theirs = listing(&Server::start_bin(bin.to_str().unwrap()), &p);
+    assert_eq!(ours, theirs);
+}

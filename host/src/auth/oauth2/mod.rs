@@ -745,7 +745,7 @@ mod tests {
     fn s256_is_rfc_7636s_example() {
         assert_eq!(
             s256_challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
-            "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGKgEaHzgA"
+            "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
         );
     }
 
