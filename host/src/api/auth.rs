@@ -1,6 +1,6 @@
 //! Auth endpoints of auth collections: auth-methods, password sign-in, refresh, and the end
 //! every sign-in shares (superuser IPs, authRule, MFA, the token). The other flows are in
-//! `auth_flows.rs`; OAuth2 answers an honest error until it is built.
+//! `auth_flows.rs` and `oauth2.rs`.
 
 use super::body;
 use super::error::{ApiError, ApiResult, MSG_NOT_ALLOWED, MSG_VALIDATION};
@@ -93,31 +93,59 @@ pub(crate) async fn methods(
     };
     let (mfa_on, mfa_d) = dur(mfa);
     let (otp_on, otp_d) = dur(otp);
+    let oauth2 = crate::auth::oauth2::providers(&c);
+    // The legacy list is the same listing (PocketBase copies it without logos; there are none).
+    let listed: Vec<Value> = oauth2.iter().flatten().map(provider_info).collect();
     Ok(ok_json(&json!({
         "password": {"identityFields": identity, "enabled": enabled},
-        "oauth2": {"providers": [], "enabled": false},
+        "oauth2": {"providers": listed.clone(), "enabled": oauth2.is_some()},
         "mfa": {"enabled": mfa_on, "duration": mfa_d},
         "otp": {"enabled": otp_on, "duration": otp_d},
-        "authProviders": [],
+        "authProviders": listed,
         "usernamePassword": enabled && ids.iter().any(|f| *f != "email"),
         "emailPassword": enabled && ids.contains(&"email"),
     })))
 }
 
-/// `{record, token}` for a freshly authenticated record.
+/// A provider as auth-methods lists it: a fresh state and PKCE pair per listing, the authorize
+/// URL ending in `redirect_uri=` (also as the legacy `authUrl`). Ferrobase has no provider
+/// logos: `logo` is empty, as in the legacy list.
+fn provider_info(p: &crate::auth::oauth2::Provider) -> Value {
+    let s = p.start();
+    json!({
+        "name": p.name,
+        "displayName": p.display_name,
+        "logo": "",
+        "state": s.state,
+        "authURL": s.auth_url,
+        "authUrl": s.auth_url,
+        "codeVerifier": s.code_verifier,
+        "codeChallenge": s.code_challenge,
+        "codeChallengeMethod": s.code_challenge_method,
+    })
+}
+
+/// `{record, token}` for a freshly authenticated record (`{meta, record, token}` with `meta`).
 fn auth_response(
     c: &Collection,
     row: crate::store::StoreRecord,
     tok: String,
     fields: &Option<FieldsFilter>,
     superuser_view: bool,
+    meta: Option<Value>,
 ) -> Response {
     let view = Viewer {
         superuser: superuser_view,
         owner_view: true,
         ..Viewer::default()
     };
-    let body = json!({"record": Value::Object(record_json(c, row, &view)), "token": tok});
+    let mut body = Map::new();
+    if let Some(m) = meta {
+        body.insert("meta".into(), m);
+    }
+    body.insert("record".into(), Value::Object(record_json(c, row, &view)));
+    body.insert("token".into(), json!(tok));
+    let body = Value::Object(body);
     ok_json(&match fields {
         Some(f) => f.apply_value(body),
         None => body,
@@ -138,7 +166,7 @@ fn sign_auth_token(
 /// The end of every sign-in, as PocketBase's auth response runs it: a superuser only from
 /// `superuserIPs`, the collection's `authRule`, then (for a sign-in `method`; "" skips it) the
 /// MFA step, which may answer 401 `{mfaId}` instead; then `{record, token}` with `token`, or a
-/// new refreshable auth token.
+/// new refreshable auth token (and `meta`, OAuth2's, when given).
 #[allow(
     clippy::too_many_arguments,
     reason = "the sign-in's parts, each used once; a struct would only rename them"
@@ -152,6 +180,7 @@ pub(super) async fn finish_auth(
     data: &Map<String, Value>,
     fields: &Option<FieldsFilter>,
     token: Option<String>,
+    meta: Option<Value>,
 ) -> ApiResult<Response> {
     if c.id == crate::schema::SUPERUSERS_ID
         && !super::superuser_ip_allowed(state, &head.headers, &head.extensions)
@@ -183,6 +212,7 @@ pub(super) async fn finish_auth(
         tok,
         fields,
         c.id == crate::schema::SUPERUSERS_ID,
+        meta,
     ))
 }
 
@@ -306,7 +336,10 @@ pub(crate) async fn with_password(
         state.throttle.failed(&c.id, &identity, &ip, now);
         return Err(fail());
     }
-    finish_auth(&state, &head, &c, row, "password", &data, &fields, None).await
+    finish_auth(
+        &state, &head, &c, row, "password", &data, &fields, None, None,
+    )
+    .await
 }
 
 pub(crate) async fn refresh(
@@ -344,34 +377,10 @@ pub(crate) async fn refresh(
             .unwrap_or_default()
     };
     let superuser = who.is_superuser();
-    Ok(auth_response(&c, who.record, tok, &fields, superuser))
+    Ok(auth_response(&c, who.record, tok, &fields, superuser, None))
 }
 
-/// OAuth2, not built yet: PocketBase's honest 400. Unknown actions are plain 404s.
-pub(crate) async fn not_built(
-    State(state): State<Shared>,
-    Path((key, action)): Path<(String, String)>,
-) -> ApiError {
-    const LATER: &[&str] = &["auth-with-oauth2"];
-    if !LATER.contains(&action.as_str()) {
-        return ApiError::not_found();
-    }
-    let c = match auth_collection(&state, &key) {
-        Ok(c) => c,
-        Err(e) => return e,
-    };
-    // With OAuth2 off, PocketBase's own refusal is the whole answer.
-    let enabled = c
-        .auth_option("oauth2")
-        .and_then(|o| o.get("enabled"))
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    if !enabled {
-        return ApiError::new(
-            StatusCode::FORBIDDEN,
-            "The collection is not configured to allow OAuth2 authentication.",
-        );
-    }
-    tracing::info!(action, "auth flow not built yet");
-    ApiError::bad("This authentication flow is not supported by this server yet.")
+/// Any other action under an auth collection: PocketBase's plain 404.
+pub(crate) async fn unknown_action() -> ApiError {
+    ApiError::not_found()
 }

@@ -760,7 +760,18 @@ pub(crate) async fn impersonate(
             .and_then(Value::as_str),
     )
     .map_err(|_| ApiError::bad_request())?;
-    finish_auth(&state, &head, &c, row, "", &Map::new(), &fields, Some(tok)).await
+    finish_auth(
+        &state,
+        &head,
+        &c,
+        row,
+        "",
+        &Map::new(),
+        &fields,
+        Some(tok),
+        None,
+    )
+    .await
 }
 
 // ---------------------------------------------------------------- OTP
@@ -974,7 +985,7 @@ pub(crate) async fn with_otp(
             }
         }
     }
-    finish_auth(&state, &head, &c, row, "otp", &data, &fields, None).await
+    finish_auth(&state, &head, &c, row, "otp", &data, &fields, None, None).await
 }
 
 // ---------------------------------------------------------------- MFA

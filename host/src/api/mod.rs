@@ -14,6 +14,7 @@ mod files;
 mod health;
 mod logs;
 pub(crate) mod metrics;
+mod oauth2;
 mod plugin_routes;
 pub(crate) mod rate_limit;
 mod realtime;
@@ -450,8 +451,16 @@ pub(crate) fn router(state: Shared) -> Router {
             post(auth_flows::impersonate),
         )
         .route(
+            "/api/collections/{collection}/auth-with-oauth2",
+            post(oauth2::with_oauth2),
+        )
+        .route(
+            "/api/oauth2-redirect",
+            get(oauth2::redirect).post(oauth2::redirect),
+        )
+        .route(
             "/api/collections/{collection}/{action}",
-            post(auth::not_built),
+            post(auth::unknown_action),
         )
         .route("/api/settings", get(settings::view).patch(settings::update))
         .route("/api/batch", post(batch::batch))

@@ -1,8 +1,10 @@
 //! Owns caller identity and the auth flows' logic: tokens, password hashing, one-time codes,
-//! attempt limits, mail templates and outgoing mail. No HTTP types.
+//! attempt limits, mail templates and outgoing mail, OAuth2 providers (their outbound calls
+//! through `oauth2::client`). No server HTTP types.
 
 pub(crate) mod limits;
 pub(crate) mod mail;
+pub(crate) mod oauth2;
 pub(crate) mod password;
 pub(crate) mod templates;
 pub(crate) mod token;

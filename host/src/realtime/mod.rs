@@ -268,6 +268,35 @@ impl Hub {
         Ok(())
     }
 
+    /// Queue one message named `topic` for the client `id` alone, when it subscribed to `topic`
+    /// and its stream was opened from `ip` (PocketBase's `@oauth2` delivery); false when it was
+    /// not delivered.
+    pub(crate) fn send_to(&self, id: &str, ip: &str, topic: &str, data: Bytes) -> bool {
+        let Some(client) = self
+            .clients
+            .lock()
+            .ok()
+            .and_then(|all| all.get(id).cloned())
+        else {
+            return false;
+        };
+        let Ok(mut st) = client.state.lock() else {
+            return false;
+        };
+        if !st.subs.iter().any(|s| &*s.name == topic) || (!client.ip.is_empty() && client.ip != ip)
+        {
+            return false;
+        }
+        // One message per subscription: the topic is dropped from the client's subscriptions.
+        let (gone, kept): (Vec<_>, Vec<_>) =
+            st.subs.iter().cloned().partition(|s| &*s.name == topic);
+        st.subs = Arc::new(kept);
+        drop(st);
+        self.forget(&gone, None);
+        let name = Arc::from(topic);
+        client.queue.try_send(Message { name, data }).is_ok()
+    }
+
     /// The clients now connected.
     fn clients(&self) -> Vec<Arc<Client>> {
         self.clients

@@ -733,6 +733,26 @@ pub(crate) fn find_by(
     Ok(fetch(conn, c, &sql, &params)?.into_iter().next())
 }
 
+/// The first record of `c` whose fields equal the given values, each exactly (PocketBase's
+/// `_externalAuths` lookup by collection, provider and provider id).
+pub(crate) fn find_by_all(
+    conn: Conn<'_>,
+    c: &Collection,
+    equal: &[(&str, &str)],
+) -> Result<Option<StoreRecord>> {
+    let t = q(&c.name);
+    let cond = equal
+        .iter()
+        .map(|(f, _)| format!("{t}.{} = ?", q(f)))
+        .collect::<Vec<_>>()
+        .join(" AND ");
+    let sql = select_sql(c, "", &cond, "");
+    let mut params: Vec<&dyn ToSql> = equal.iter().map(|(_, v)| v as &dyn ToSql).collect();
+    params.push(&1_i64);
+    params.push(&0_i64);
+    Ok(fetch(conn.0, c, &sql, &params)?.into_iter().next())
+}
+
 /// The id of the first record of `c` whose file field `field` holds the file `name` (a view's
 /// files are served from the folder of the record they came from).
 pub(crate) fn id_by_file(

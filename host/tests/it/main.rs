@@ -21,6 +21,7 @@ mod http;
 mod logs;
 mod manage;
 mod metrics;
+mod oauth2;
 mod operate;
 mod plugins;
 mod query_snapshots;
