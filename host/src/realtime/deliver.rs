@@ -289,6 +289,7 @@ async fn deliver(hub: &Hub, records: &Records, change: &Arc<Committed>) -> Resul
                             &t.access(),
                             fields,
                             expand,
+                            t.sub.text("filter"),
                         )?;
                         let d = Bytes::from(
                             serde_json::to_vec(&json!({"record": record, "action": action}))

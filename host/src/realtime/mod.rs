@@ -294,7 +294,7 @@ impl Hub {
         drop(st);
         self.forget(&gone, None);
         let name = Arc::from(topic);
-        client.queue.try_send(Message { name, data }).is_ok()
+        client.queue.push(Message { name, data }).is_ok()
     }
 
     /// The clients now connected.

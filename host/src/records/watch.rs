@@ -81,8 +81,13 @@ pub(crate) fn admits_each(
     store_records::row_matches_each(conn, event_c, row, sel, sets)
 }
 
-/// The changed record as `access` sees it through a subscription with these `fields` and
-/// `expand` options: the REST API's serializer, expansions under the caller's view rules.
+/// The changed record as `access` sees it through a subscription with these `fields`,
+/// `expand` and `filter` options: the REST API's serializer, expansions under the caller's
+/// view rules. An auth record's email shows, beyond where the REST API shows it, to a caller
+/// its collection's `manageRule` holds for, on the record as stored and within the
+/// subscription's filter, as PocketBase checks it for realtime (a deleted record is no longer
+/// stored: only its owner and superusers see its email).
+#[allow(clippy::too_many_arguments, reason = "a subscription's three options")]
 pub(crate) fn record_for(
     conn: Conn<'_>,
     schema: &Arc<Schema>,
@@ -91,8 +96,22 @@ pub(crate) fn record_for(
     access: &Access<'_>,
     fields: Option<&str>,
     expand: Option<&str>,
+    filter: Option<&str>,
 ) -> crate::store::Result<Value> {
-    let viewer = access.viewer();
+    let mut viewer = access.viewer();
+    if let Some(manage) = super::manage_rule_text(c).filter(|_| !viewer.superuser) {
+        let mut q = Query::new(schema, c, access.info());
+        let filter = filter.filter(|f| !f.is_empty());
+        let compiled = q.rule(manage).and_then(|()| match filter {
+            Some(f) => query::forbid_client_refs(Some(f), None).and_then(|()| q.filter(f)),
+            None => Ok(()),
+        });
+        if compiled.is_ok() {
+            let sel = q.finish();
+            viewer.owner_view =
+                !read::managed_ids(conn, c, &sel, std::slice::from_ref(&row))?.is_empty();
+        }
+    }
     let expanded = match read::expanding(schema, access, expand) {
         Some((paths, ctx)) => expand_rows(conn, &ctx, c, std::slice::from_ref(&row), &paths)?
             .into_iter()

@@ -109,6 +109,46 @@ fn setup(s: &Server) -> String {
     su
 }
 
+/// Realtime by each caller: the email of an updated auth record reaches a subscriber the
+/// manageRule holds for (within its subscription's filter), as PocketBase sends it.
+fn realtime_cases(s: &Server, su: &str, coll: &str, ci: usize, out: &mut Vec<Value>) {
+    let (alice, admin, bob) = (uid(ci, "alice"), uid(ci, "admin"), uid(ci, "bob"));
+    let filtered = |f: &str| crate::common::enc(&json!({"query": {"filter": f}}).to_string());
+    let topics = vec![
+        format!("{coll}/*"),
+        format!("{coll}/{bob}"),
+        format!("{coll}/*?options={}", filtered("role = 'user'")),
+        format!("{coll}/{bob}?options={}", filtered("role = 'nobody'")),
+    ];
+    let callers = [None, Some(alice.as_str()), Some(admin.as_str())];
+    let streams: Vec<crate::realtime::Sse> = callers
+        .iter()
+        .map(|who| {
+            let sse = crate::realtime::Sse::open(&s.addr);
+            let tok = who.map(|w| token(s, coll, w));
+            let status = crate::realtime::subscribe(s, &sse, tok.as_deref(), &topics);
+            out.push(json!({"case": [coll, who, "subscribe"], "status": status}));
+            sse
+        })
+        .collect();
+    let r = s.req(
+        "PATCH",
+        &format!("/api/collections/{coll}/records/{bob}"),
+        Some(su),
+        Some(&json!({"role": "user"})),
+    );
+    assert_eq!(r.status, 200, "update {coll}/{bob}: {}", r.json);
+    for (who, sse) in callers.iter().zip(&streams) {
+        let mut events: Vec<String> = sse
+            .drain(std::time::Duration::from_millis(400))
+            .iter()
+            .map(|(name, data)| format!("{name} {}", normalize(data)))
+            .collect();
+        events.sort();
+        out.push(json!({"case": [coll, who, "realtime"], "events": events}));
+    }
+}
+
 /// Reads by each caller: which emails a list, a view and an expansion show (PocketBase shows
 /// an auth record's email to itself, to superusers, where emailVisibility is on, and to a
 /// caller for whom the collection's manageRule holds on that record).
@@ -206,6 +246,7 @@ fn run_cases(s: &Server) -> Vec<Value> {
     let mut n = 0;
     for (ci, (coll, _)) in collections().into_iter().enumerate() {
         read_cases(s, coll, ci, &mut out);
+        realtime_cases(s, &su, coll, ci, &mut out);
         let (alice, bob, admin) = (uid(ci, "alice"), uid(ci, "bob"), uid(ci, "admin"));
         // Updates: each caller on each target with each body, the target put back after.
         // Tokens are kept until their record is put back (a new password rotates its key).
@@ -356,6 +397,18 @@ fn manage_rule_decides_auth_fields_as_in_pocketbase() {
     assert!(
         shown(Some(uid(1, "admin"))) && !shown(None),
         "the reference showed a manager no email a guest does not see"
+    );
+    let heard = |actor: Option<String>| {
+        a.iter()
+            .filter(|c| c["case"][0] == "m_role" && c["case"][1] == json!(actor))
+            .filter(|c| c["case"][2] == "realtime")
+            .flat_map(|c| c["events"].as_array().unwrap().clone())
+            .filter(|e| e.as_str().unwrap().contains("\"email\""))
+            .count()
+    };
+    assert!(
+        heard(Some(uid(1, "admin"))) > 0 && heard(None) == 0,
+        "the reference sent a manager no email a guest does not get"
     );
     compare(&a, &b);
 }
