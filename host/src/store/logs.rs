@@ -292,29 +292,42 @@ fn write_loop(conn: &Connection, queue: &Queue) {
     }
 }
 
-/// A fresh `auxiliary.db` at `path` with a connection set up as the log thread's, for the
-/// logs bench; without `indexes` its secondary indexes are dropped, to show what they cost.
-pub(crate) fn bench_connection(
-    path: &Path,
-    cfg: &StoreConfig,
-    indexes: bool,
-) -> Result<Connection> {
-    let conn = Connection::open(path)?;
-    configure(&conn, cfg, true)?;
-    super::bootstrap::ensure_aux(&conn)?;
-    if !indexes {
-        conn.execute_batch(
-            "DROP INDEX idx_logs_level; DROP INDEX idx_logs_message; \
-             DROP INDEX idx_logs_created_hour;",
-        )?;
+/// A fresh `auxiliary.db` written as the log thread writes it, for the logs bench.
+pub(crate) struct BenchLog(Connection);
+
+impl BenchLog {
+    /// The database at `path` on a connection set up as the log thread's; without `indexes`
+    /// the table's secondary indexes are dropped, to show what they cost.
+    pub(crate) fn open(path: &Path, cfg: &StoreConfig, indexes: bool) -> Result<BenchLog> {
+        let conn = Connection::open(path)?;
+        configure(&conn, cfg, true)?;
+        super::bootstrap::ensure_aux(&conn)?;
+        if !indexes {
+            conn.execute_batch(
+                "DROP INDEX idx_logs_level; DROP INDEX idx_logs_message; \
+                 DROP INDEX idx_logs_created_hour;",
+            )?;
+        }
+        Ok(BenchLog(conn))
     }
-    Ok(conn)
+
+    /// Insert a batch in one transaction, as the log thread does.
+    pub(crate) fn insert(&self, rows: &[NewLog]) -> Result<()> {
+        Ok(insert(&self.0, rows)?)
+    }
+
+    /// Rows in the table.
+    pub(crate) fn rows(&self) -> Result<i64> {
+        Ok(self
+            .0
+            .query_row("SELECT count(*) FROM `_logs`", [], |r| r.get(0))?)
+    }
 }
 
 /// Rows per INSERT statement (each row binds 5 parameters).
 const ROWS_PER_INSERT: usize = 50;
 
-pub(crate) fn insert(conn: &Connection, batch: &[NewLog]) -> rusqlite::Result<()> {
+fn insert(conn: &Connection, batch: &[NewLog]) -> rusqlite::Result<()> {
     let tx = conn.unchecked_transaction()?;
     {
         let mut chunks = batch.chunks_exact(ROWS_PER_INSERT);

@@ -377,7 +377,7 @@ impl CountFixture {
 /// the bench's `list_1k` (a guest's GET of a list, PocketBase's default logs settings), built
 /// and inserted in batches.
 pub struct LogsFixture {
-    conn: rusqlite::Connection,
+    db: crate::store::logs::BenchLog,
     ids: crate::schema::ids::Ascending,
     settings: crate::settings::Logs,
 }
@@ -387,11 +387,11 @@ impl LogsFixture {
     /// hourly ones), to show what they cost.
     pub fn new(work: &std::path::Path, indexes: bool) -> Result<LogsFixture, String> {
         let cfg = crate::app::store_config(&crate::config::Config::default());
-        let conn = crate::store::logs::bench_connection(&work.join("auxiliary.db"), &cfg, indexes)
+        let db = crate::store::logs::BenchLog::open(&work.join("auxiliary.db"), &cfg, indexes)
             .map_err(|e| e.to_string())?;
         let settings = crate::settings::Settings::default().logs;
         Ok(LogsFixture {
-            conn,
+            db,
             ids: crate::schema::ids::Ascending::default(),
             settings,
         })
@@ -417,14 +417,12 @@ impl LogsFixture {
             })
             .map(|e| crate::logs::row(e, &mut self.ids))
             .collect();
-        crate::store::logs::insert(&self.conn, &rows).map_err(|e| e.to_string())
+        self.db.insert(&rows).map_err(|e| e.to_string())
     }
 
     /// Rows in the table.
     pub fn rows(&self) -> i64 {
-        self.conn
-            .query_row("SELECT count(*) FROM `_logs`", [], |r| r.get(0))
-            .unwrap_or(-1)
+        self.db.rows().unwrap_or(-1)
     }
 }
 
