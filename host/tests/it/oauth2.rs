@@ -797,3 +797,56 @@ fn auth_methods_list_providers_as_pocketbase_does() {
     let theirs = listing(&Server::start_bin(bin.to_str().unwrap()), &p);
     assert_eq!(ours, theirs);
 }
+
+/// Collection PATCHes of `oauth2.providers` as the dashboard sends them: a provider named in
+/// the body is decoded onto the stored one of that name (the secret, which answers never show,
+/// and what else is left out keep their values; `extra` merges), in any order; every provider
+/// has PocketBase's members. Each step's status and the providers a superuser then sees.
+fn provider_patches(s: &Server) -> Vec<Value> {
+    let su = s.su_token();
+    let provs = json!([
+        {"name": "google", "clientId": "g1", "clientSecret": "gs", "displayName": "G"},
+        {"name": "github", "clientId": "h1", "clientSecret": "hs", "displayName": "H",
+            "extra": {"a": 1}},
+    ]);
+    let r = s.req(
+        "POST",
+        "/api/collections",
+        Some(&su),
+        Some(&json!({"name": "pp", "type": "auth",
+            "oauth2": {"enabled": true, "providers": provs}})),
+    );
+    let mut out = vec![json!(r.status)];
+    let got = s.req("GET", "/api/collections/pp", Some(&su), None);
+    let bodies = [
+        json!({"oauth2": {"providers": got.json["oauth2"]["providers"]}}),
+        json!({"oauth2": {"providers": [{"name": "github", "clientId": "h2"},
+            {"name": "google", "clientId": "g2"}]}}),
+        json!({"oauth2": {"providers": [{"name": "github", "clientId": "h3",
+            "extra": {"b": 2}}]}}),
+        json!({"oauth2": {"providers": [{"name": "github"}, {"name": "discord",
+            "clientId": "d", "clientSecret": "ds"}]}}),
+    ];
+    for b in bodies {
+        let r = s.req("PATCH", "/api/collections/pp", Some(&su), Some(&b));
+        let now = s.req("GET", "/api/collections/pp", Some(&su), None);
+        out.push(json!([
+            r.status,
+            if r.status == 200 { Value::Null } else { r.json },
+            now.json["oauth2"]["providers"]
+        ]));
+    }
+    out
+}
+
+#[test]
+fn collection_patches_merge_oauth2_providers_by_name_as_pocketbase_does() {
+    let ours = provider_patches(&Server::start());
+    assert_eq!(
+        ours[2][2][0]["displayName"], "H",
+        "a left-out key keeps its value"
+    );
+    let Some(bin) = reference_bin() else { return };
+    let theirs = provider_patches(&Server::start_bin(bin.to_str().unwrap()));
+    assert_eq!(ours, theirs);
+}

@@ -146,7 +146,30 @@ pub(super) fn merge(dst: &mut Value, src: &Value, shape: Shape, key: &str) -> Re
             if a.iter().any(|v| !v.is_object() && !v.is_null()) {
                 return Err(bad());
             }
-            Value::Array(a.clone())
+            // An item naming an item already there is decoded onto it, as PocketBase decodes
+            // OAuth2 providers: what it leaves out (the client secret, which answers never
+            // show) keeps its value.
+            let old = match std::mem::take(dst) {
+                Value::Array(old) => old,
+                _ => Vec::new(),
+            };
+            let named = |v: &Value| v.get("name").and_then(Value::as_str).map(str::to_owned);
+            Value::Array(
+                a.iter()
+                    .map(|v| {
+                        let name = named(v);
+                        let merged = match old.iter().find(|o| name.is_some() && named(o) == name) {
+                            Some(o) => {
+                                let mut merged = o.clone();
+                                overlay(&mut merged, v);
+                                merged
+                            }
+                            None => v.clone(),
+                        };
+                        provider_shape(merged)
+                    })
+                    .collect(),
+            )
         }
         (Shape::Date, Value::String(s)) => json!(normalize_date(s)),
         (Shape::Obj(keys), Value::Object(m)) => {
@@ -168,6 +191,58 @@ pub(super) fn merge(dst: &mut Value, src: &Value, shape: Shape, key: &str) -> Re
         _ => return Err(bad()),
     };
     Ok(())
+}
+
+/// An OAuth2 provider's settings with every member PocketBase keeps (the string ones default
+/// to "", `pkce` to null, `extra` to {}), and no other.
+fn provider_shape(v: Value) -> Value {
+    let Value::Object(mut m) = v else {
+        return v;
+    };
+    let mut out = Map::new();
+    for k in [
+        "name",
+        "clientId",
+        "clientSecret",
+        "authURL",
+        "tokenURL",
+        "userInfoURL",
+        "displayName",
+    ] {
+        let s = match m.remove(k) {
+            Some(Value::String(s)) => s,
+            _ => String::new(),
+        };
+        out.insert(k.to_owned(), Value::String(s));
+    }
+    let pkce = match m.remove("pkce") {
+        Some(Value::Bool(b)) => Value::Bool(b),
+        _ => Value::Null,
+    };
+    out.insert("pkce".to_owned(), pkce);
+    let extra = match m.remove("extra") {
+        Some(Value::Object(e)) => Value::Object(e),
+        _ => Value::Object(Map::new()),
+    };
+    out.insert("extra".to_owned(), extra);
+    Value::Object(out)
+}
+
+/// `src` over `dst`: objects member by member (recursively), anything else replaced.
+fn overlay(dst: &mut Value, src: &Value) {
+    match (dst, src) {
+        (Value::Object(d), Value::Object(s)) => {
+            for (k, v) in s {
+                match d.get_mut(k) {
+                    Some(slot) => overlay(slot, v),
+                    None => {
+                        d.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        (d, s) => *d = s.clone(),
+    }
 }
 
 /// A JSON number as a Go `int`: an integer literal within 64 bits (`5.0` and `1e3` are not).
