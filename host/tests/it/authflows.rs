@@ -701,6 +701,20 @@ fn mfa_steps(bin: Option<&str>) -> Vec<Value> {
         Some(&json!({"email": "admin@example.com"})),
     );
     let code = mail_code(&sink.wait("admin@example.com", before));
+    // PocketBase notes the OTP's `sentTo` (what lets the OTP step verify the record) only after
+    // the mail went out: the mail can reach the sink first. Wait for the note, as a client
+    // reading its inbox would in practice.
+    let otp_path = format!(
+        "/api/collections/_otps/records/{}",
+        r.json["otpId"].as_str().unwrap_or("")
+    );
+    for _ in 0..100 {
+        let o = s.req("GET", &otp_path, Some(&su), None);
+        if o.status != 200 || o.json["sentTo"].as_str().is_some_and(|t| !t.is_empty()) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     let second = s.req(
         "POST",
         &format!("/api/collections/guarded/auth-with-otp?mfaId={mfa_id}"),
