@@ -7,7 +7,7 @@
 //! (`<status> <Code>: <Message>`).
 
 use std::io;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -638,10 +638,11 @@ impl Bucket {
             }
             let name = rustls::pki_types::ServerName::try_from(self.host.clone())
                 .map_err(|e| S3Error::Http(format!("invalid endpoint host: {e}")))?;
-            let tls = tokio_rustls::TlsConnector::from(tls_config()?)
-                .connect(name, tcp)
-                .await
-                .map_err(|e| S3Error::Http(format!("tls: {e}")))?;
+            let tls =
+                tokio_rustls::TlsConnector::from(crate::http::client_tls().map_err(S3Error::Http)?)
+                    .connect(name, tcp)
+                    .await
+                    .map_err(|e| S3Error::Http(format!("tls: {e}")))?;
             handshake(tls).await
         };
         tokio::time::timeout(CONNECT_TIMEOUT, dial)
@@ -721,25 +722,6 @@ async fn check(res: Response<Incoming>) -> Result<Response<Incoming>, S3Error> {
         message: xml_value(&raw, "Message").unwrap_or_default(),
         raw: String::from_utf8_lossy(&raw).into_owned(),
     }))
-}
-
-/// The roots and protocol versions of every https connection, built once.
-fn tls_config() -> Result<Arc<rustls::ClientConfig>, S3Error> {
-    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
-    CONFIG
-        .get_or_init(|| {
-            let roots = rustls::RootCertStore {
-                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-            };
-            rustls::ClientConfig::builder_with_provider(Arc::new(
-                rustls::crypto::ring::default_provider(),
-            ))
-            .with_safe_default_protocol_versions()
-            .map(|b| Arc::new(b.with_root_certificates(roots).with_no_client_auth()))
-            .map_err(|e| e.to_string())
-        })
-        .clone()
-        .map_err(S3Error::Http)
 }
 
 fn object_headers(content_type: &str, metadata: &[(&str, &[u8])]) -> Vec<(String, String)> {

@@ -1,5 +1,7 @@
 //! Owns the accepted connections: HTTP/1 through hyper, the header-read and idle timeouts, the
 //! connection cap, framing checks and graceful shutdown. Knows nothing of routes or JSON shapes.
+//! Also the TLS settings every outbound https connection shares ([`client_tls`]: S3, OAuth2
+//! providers).
 //!
 //! Why not `axum::serve`: it has no header-read timeout, no idle timeout and no connection cap,
 //! so clients that send their headers a byte at a time held a descriptor each, for ever, and a
@@ -22,6 +24,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_rustls::rustls;
 
 /// The client's address, put in every request's extensions.
 #[derive(Debug, Clone, Copy)]
@@ -268,4 +271,23 @@ async fn run_connection<S, B>(
             }
         }
     }
+}
+
+/// The roots (webpki's) and protocol versions of every outbound https connection, built once.
+pub(crate) fn client_tls() -> Result<Arc<rustls::ClientConfig>, String> {
+    static CONFIG: std::sync::OnceLock<Result<Arc<rustls::ClientConfig>, String>> =
+        std::sync::OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let roots = rustls::RootCertStore {
+                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+            };
+            rustls::ClientConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .map(|b| Arc::new(b.with_root_certificates(roots).with_no_client_auth()))
+            .map_err(|e| e.to_string())
+        })
+        .clone()
 }

@@ -6,7 +6,6 @@
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::rustls;
@@ -114,9 +113,10 @@ async fn fetch_now(req: Outbound<'_>) -> Result<Reply, FetchError> {
         .map_err(|e| FetchError::Http(e.to_string()))?;
     if tls {
         let name = rustls::pki_types::ServerName::try_from(bare).map_err(|_| bad_url())?;
-        let stream = tokio_rustls::TlsConnector::from(tls_config()?)
-            .connect(name, tcp)
-            .await?;
+        let stream =
+            tokio_rustls::TlsConnector::from(crate::http::client_tls().map_err(FetchError::Http)?)
+                .connect(name, tcp)
+                .await?;
         send(stream, request, req.body_bytes_max).await
     } else {
         send(tcp, request, req.body_bytes_max).await
@@ -182,24 +182,6 @@ fn is_public(ip: IpAddr) -> bool {
                     .is_some_and(|v4| !is_public(IpAddr::V4(v4))))
         }
     }
-}
-
-fn tls_config() -> Result<Arc<rustls::ClientConfig>, FetchError> {
-    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
-    CONFIG
-        .get_or_init(|| {
-            let roots = rustls::RootCertStore {
-                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-            };
-            rustls::ClientConfig::builder_with_provider(Arc::new(
-                rustls::crypto::ring::default_provider(),
-            ))
-            .with_safe_default_protocol_versions()
-            .map(|b| Arc::new(b.with_root_certificates(roots).with_no_client_auth()))
-            .map_err(|e| e.to_string())
-        })
-        .clone()
-        .map_err(FetchError::Http)
 }
 
 #[cfg(test)]
