@@ -107,8 +107,8 @@ fn url_host(s: &str) -> &str {
     auth.rsplit_once('@').map_or(auth, |(_, h)| h)
 }
 
-/// govalidator's `IsURL`, which PocketBase's url fields use.
-fn is_url(s: &str) -> bool {
+/// govalidator's `IsURL`, which PocketBase's url fields (and OAuth2 provider URLs) use.
+pub(crate) fn is_url(s: &str) -> bool {
     let runes = s.chars().count();
     if runes >= 2083 || s.len() <= 3 || s.starts_with('.') {
         return false;

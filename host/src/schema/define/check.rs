@@ -901,6 +901,9 @@ fn auth_errors(m: &Model, original: Option<&Collection>, out: &mut Map<String, V
     {
         errs.insert("passwordAuth".into(), json!({"identityFields": required()}));
     }
+    if let Some(e) = oauth2_errors(&get("oauth2")) {
+        errs.insert("oauth2".into(), e);
+    }
     let ranged = |v: &Value, lo: i64, hi: i64| -> Option<Value> {
         let n = v.as_i64().unwrap_or(0);
         if n == 0 {
@@ -1024,6 +1027,102 @@ fn auth_errors(m: &Model, original: Option<&Collection>, out: &mut Map<String, V
             }
         }
     }
+}
+
+/// Every OAuth2 provider name PocketBase 0.40.6 registers (`tools/auth`): a collection may
+/// name any of them, whether or not this server can sign in with it yet.
+pub(crate) const OAUTH2_PROVIDER_NAMES: &[&str] = &[
+    "apple",
+    "bitbucket",
+    "box",
+    "discord",
+    "facebook",
+    "gitea",
+    "gitee",
+    "github",
+    "gitlab",
+    "google",
+    "instagram2",
+    "kakao",
+    "lark",
+    "linear",
+    "livechat",
+    "mailcow",
+    "microsoft",
+    "monday",
+    "notion",
+    "oidc",
+    "oidc2",
+    "oidc3",
+    "patreon",
+    "planningcenter",
+    "spotify",
+    "strava",
+    "trakt",
+    "twitch",
+    "twitter",
+    "vk",
+    "wakatime",
+    "yandex",
+];
+
+/// The errors of `oauth2` (checked only while it is enabled), nested as PocketBase nests them
+/// (`providers.<i>.<key>`): a repeated name fails the list before its providers are looked at;
+/// otherwise each provider needs a known name, a client id and secret, and URLs that parse.
+fn oauth2_errors(o: &Value) -> Option<Value> {
+    if o["enabled"] != json!(true) {
+        return None;
+    }
+    let list = o["providers"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    let name = |p: &Value| p["name"].as_str().unwrap_or("").to_owned();
+    let mut seen: Vec<String> = Vec::new();
+    for (i, p) in list.iter().enumerate() {
+        let n = name(p);
+        if n.is_empty() {
+            continue;
+        }
+        if seen.contains(&n) {
+            let e = verr_params(
+                "validation_duplicated_provider",
+                &format!("The provider {n} is already registered."),
+                json!({ "name": n }),
+            );
+            return Some(json!({"providers": { i.to_string(): {"name": e} }}));
+        }
+        seen.push(n);
+    }
+    let mut by_index = Map::new();
+    for (i, p) in list.iter().enumerate() {
+        let mut pe = Map::new();
+        let n = name(p);
+        if n.is_empty() {
+            pe.insert("name".into(), required());
+        } else if !OAUTH2_PROVIDER_NAMES.contains(&n.as_str()) {
+            pe.insert(
+                "name".into(),
+                verr_params(
+                    "validation_missing_provider",
+                    &format!("Invalid or missing provider with name {n}."),
+                    json!({ "name": n }),
+                ),
+            );
+        }
+        for k in ["clientId", "clientSecret"] {
+            if p[k].as_str().unwrap_or("").is_empty() {
+                pe.insert(k.into(), required());
+            }
+        }
+        for k in ["authURL", "tokenURL", "userInfoURL"] {
+            let u = p[k].as_str().unwrap_or("");
+            if !u.is_empty() && !crate::schema::value::is_url(u) {
+                pe.insert(k.into(), verr("validation_is_url", "Must be a valid URL."));
+            }
+        }
+        if !pe.is_empty() {
+            by_index.insert(i.to_string(), Value::Object(pe));
+        }
+    }
+    (!by_index.is_empty()).then(|| json!({ "providers": by_index }))
 }
 
 pub(super) fn system_rule_change() -> Value {

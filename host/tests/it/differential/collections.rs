@@ -833,7 +833,10 @@ impl Gen {
     }
 
     fn auth_options(&mut self, m: &mut Map<String, Value>) {
-        match self.r.below(8) {
+        match self.r.below(10) {
+            8 | 9 => {
+                m.insert("oauth2".into(), self.oauth2());
+            }
             0 => {
                 m.insert("manageRule".into(), json!(""));
             }
@@ -862,6 +865,41 @@ impl Gen {
                 m.insert("mfa".into(), json!({"enabled": true, "duration": 0}));
             }
         }
+    }
+
+    /// OAuth2 options: known, unknown, empty and repeated provider names, missing client ids
+    /// and secrets, good and bad URLs, enabled or not.
+    fn oauth2(&mut self) -> Value {
+        const NAMES: &[&str] = &[
+            "google", "github", "oidc2", "facebook", "nope", "", "Google",
+        ];
+        const URLS: &[&str] = &[
+            "",
+            "https://id.example.com/auth",
+            "http://localhost:9000/token",
+            "not a url",
+            "ftp//x",
+            "example.com/path",
+            "https://",
+        ];
+        let providers: Vec<Value> = (0..self.r.below(4))
+            .map(|_| {
+                let mut p = Map::new();
+                p.insert("name".into(), json!(self.r.pick(NAMES)));
+                for k in ["clientId", "clientSecret"] {
+                    if self.r.pct(75) {
+                        p.insert(k.into(), json!(if self.r.pct(90) { "x1" } else { "" }));
+                    }
+                }
+                for k in ["authURL", "tokenURL", "userInfoURL"] {
+                    if self.r.pct(30) {
+                        p.insert(k.into(), json!(self.r.pick(URLS)));
+                    }
+                }
+                Value::Object(p)
+            })
+            .collect();
+        json!({"enabled": self.r.pct(80), "providers": providers})
     }
 
     fn view_query(&mut self) -> String {
