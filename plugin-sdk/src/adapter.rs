@@ -1,11 +1,11 @@
-//! Turns a [`Plugin`] into the six generated `Guest` traits. The generated export macro takes an
+//! Turns a [`Plugin`] into the seven generated `Guest` traits. The generated export macro takes an
 //! identifier, so `export!` names `Adapter<YourPlugin>` with a local type alias.
 
 use core::marker::PhantomData;
 
 use crate::Plugin;
 use crate::bindings::exports::ferrobase::plugin::{
-    commit_events, jobs, manifest, record_hooks, routes, transaction_hooks,
+    auth_hooks, commit_events, jobs, manifest, record_hooks, routes, transaction_hooks,
 };
 use crate::bindings::ferrobase::plugin::context::CallContext;
 use crate::bindings::ferrobase::plugin::types::{RecordData, Rejection};
@@ -65,6 +65,15 @@ impl<P: Plugin> routes::Guest for Adapter<P> {
 impl<P: Plugin> jobs::Guest for Adapter<P> {
     fn run(ctx: &CallContext, name: String, scheduled_at_ms: u64) -> Result<(), String> {
         P::run(&Context::new(ctx), &name, scheduled_at_ms)
+    }
+}
+
+impl<P: Plugin> auth_hooks::Guest for Adapter<P> {
+    fn authenticate(
+        ctx: &CallContext,
+        attempt: auth_hooks::AuthAttempt,
+    ) -> Result<Vec<(String, String)>, Rejection> {
+        P::authenticate(&Context::new(ctx), &attempt)
     }
 }
 

@@ -61,7 +61,9 @@ mod route;
 
 pub use context::Context;
 pub use manifest::{Event, Manifest};
-pub use record::{Action, Change, OutOfRange, Principal, Record, Rejection, Value, Verdict};
+pub use record::{
+    Action, AuthAttempt, Change, OutOfRange, Principal, Record, Rejection, Value, Verdict,
+};
 pub use route::{Request, Response};
 
 // The README's examples compile as doctests too.
@@ -78,7 +80,8 @@ pub struct ReadmeDoctests;
 #[allow(missing_docs, clippy::pedantic, reason = "generated code")]
 pub mod bindings {
     wit_bindgen::generate!({
-        world: "plugin",
+        // Everything `plugin` exports and the auth hook (0.1.2).
+        world: "plugin-auth",
         path: "wit",
         pub_export_macro: true,
         // The public `export!` is ours (it adapts a `Plugin`); the generated one stays hidden.
@@ -93,8 +96,8 @@ pub mod bindings {
 pub mod prelude {
     pub use crate::db::DbError;
     pub use crate::{
-        Action, Change, Context, Event, Manifest, Plugin, Principal, Record, Rejection, Request,
-        Response, Value, Verdict, config, db, http, json, kv, log,
+        Action, AuthAttempt, Change, Context, Event, Manifest, Plugin, Principal, Record,
+        Rejection, Request, Response, Value, Verdict, config, db, http, json, kv, log,
     };
 }
 
@@ -149,9 +152,20 @@ pub trait Plugin {
     fn run(_ctx: &Context, _name: &str, _scheduled_at_ms: u64) -> Result<(), String> {
         Err("unknown job".to_owned())
     }
+
+    /// A sign-in about to succeed on an auth collection the manifest names with
+    /// [`Manifest::auth_hook`], before its token is issued (password, OTP, OAuth2, refresh).
+    /// `Ok(notes)` lets it through and adds each `(key, value)` to the answer's `meta`; `Err`
+    /// refuses it with the rejection's status and body.
+    fn authenticate(
+        _ctx: &Context,
+        _attempt: &AuthAttempt,
+    ) -> Result<Vec<(String, String)>, Rejection> {
+        Ok(Vec::new())
+    }
 }
 
-/// Exports a [`Plugin`] as the component's implementation of the `plugin` world.
+/// Exports a [`Plugin`] as the component's implementation of the `plugin-auth` world.
 ///
 /// Use it once, at the crate root of a `cdylib`: `ferrobase_plugin::export!(MyPlugin);`.
 #[macro_export]

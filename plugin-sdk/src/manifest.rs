@@ -2,6 +2,9 @@
 
 use crate::bindings::exports::ferrobase::plugin::manifest as wit;
 
+/// The manifest extra that names the auth collections whose sign-ins the plugin hooks.
+const AUTH_HOOKS: &str = "auth-hooks";
+
 /// A record event a hook binds to.
 pub type Event = wit::HookEvent;
 
@@ -102,6 +105,24 @@ impl Manifest {
         self
     }
 
+    /// Asks the host to call [`crate::Plugin::authenticate`] before a sign-in on the auth
+    /// collection `collection` (`"*"`: every auth collection) gets its token. Each named
+    /// collection must exist and be an auth collection when the plugin loads.
+    #[must_use]
+    pub fn auth_hook(mut self, collection: &str) -> Self {
+        let extra = &mut self.inner.extra;
+        match extra.iter_mut().find(|(k, _)| k == AUTH_HOOKS) {
+            Some((_, names)) => {
+                if !names.split(',').any(|n| n == collection) {
+                    names.push(',');
+                    names.push_str(collection);
+                }
+            }
+            None => extra.push((AUTH_HOOKS.to_owned(), collection.to_owned())),
+        }
+        self
+    }
+
     /// A forward-compatible extra; the host ignores keys it does not know.
     #[must_use]
     pub fn extra(mut self, key: &str, value: &str) -> Self {
@@ -142,6 +163,23 @@ mod tests {
             [Event::BeforeCreate, Event::BeforeUpdate]
         );
         assert_eq!(m.wants, ["kv", "http"]);
+    }
+
+    #[test]
+    fn auth_hooks_collect_in_one_extra() {
+        let m = Manifest::new("p", "1")
+            .auth_hook("users")
+            .auth_hook("members")
+            .auth_hook("users")
+            .extra("k", "v")
+            .into_wit();
+        assert_eq!(
+            m.extra,
+            [
+                ("auth-hooks".to_owned(), "users,members".to_owned()),
+                ("k".to_owned(), "v".to_owned())
+            ]
+        );
     }
 
     #[test]

@@ -9,6 +9,10 @@ pub use crate::bindings::ferrobase::plugin::types::{Principal, Value};
 /// password hashes and token keys never).
 pub type Record = types::RecordData;
 
+/// A sign-in about to succeed: `method` ("password", "otp", "oauth2" or "refresh"), the
+/// `auth_record` about to get a token, and the OAuth2 `provider`'s name.
+pub type AuthAttempt = crate::bindings::exports::ferrobase::plugin::auth_hooks::AuthAttempt;
+
 /// What a before-hook answers: go on, possibly after changing the pending record.
 pub type Verdict = record_hooks::Verdict;
 

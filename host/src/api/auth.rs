@@ -188,6 +188,15 @@ pub(super) async fn finish_auth(
         return Err(ApiError::new(StatusCode::FORBIDDEN, MSG_NOT_ALLOWED));
     }
     crate::records::auth_rule_allows(&state.store, c, &row).await?;
+    // Impersonation ("") is a superuser's act, not a sign-in: plugins are not asked.
+    let notes = if method.is_empty() {
+        Vec::new()
+    } else {
+        let provider = (method == "oauth2")
+            .then(|| data.get("provider").and_then(Value::as_str))
+            .flatten();
+        auth_hooks(state, head, None, c, &row, method, provider).await?
+    };
     if let Some(mfa_id) = super::auth_flows::check_mfa(state, head, c, &row, method, data).await? {
         return Ok(super::error::json_response(
             StatusCode::UNAUTHORIZED,
@@ -212,8 +221,50 @@ pub(super) async fn finish_auth(
         tok,
         fields,
         c.id == crate::schema::SUPERUSERS_ID,
-        meta,
+        with_notes(meta, notes),
     ))
+}
+
+/// The plugins' auth hooks on a sign-in about to succeed on `c` (see `Records::auth_hooks`).
+async fn auth_hooks(
+    state: &Shared,
+    head: &axum::http::request::Parts,
+    who: Option<&crate::records::Caller>,
+    c: &Collection,
+    row: &crate::store::StoreRecord,
+    method: &str,
+    provider: Option<&str>,
+) -> ApiResult<Vec<(String, String)>> {
+    let ip = super::request_ip(state, head);
+    let q = Map::new();
+    let access = crate::records::Access::request(
+        who,
+        head.method.as_str(),
+        head.uri.path(),
+        &head.headers,
+        &q,
+        (!ip.is_empty()).then_some(ip.as_str()),
+    );
+    Ok(state
+        .records
+        .auth_hooks(&access, c, row, method, provider)
+        .await?)
+}
+
+/// `meta` with the auth hooks' notes added (created when the sign-in has none); a note never
+/// replaces a key the sign-in put there (OAuth2's `id`, `email`, ...).
+fn with_notes(meta: Option<Value>, notes: Vec<(String, String)>) -> Option<Value> {
+    if notes.is_empty() {
+        return meta;
+    }
+    let mut m = match meta {
+        Some(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    for (k, v) in notes {
+        m.entry(k).or_insert(Value::String(v));
+    }
+    Some(Value::Object(m))
 }
 
 /// The bcrypt cost of `c`'s password field (0: bcrypt's default), for the unknown-identity check.
@@ -367,6 +418,7 @@ pub(crate) async fn refresh(
     let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
         .map_err(|_| ApiError::bad_request())?;
     crate::records::auth_rule_allows(&state.store, &c, &who.record).await?;
+    let notes = auth_hooks(&state, &head, Some(&who), &c, &who.record, "refresh", None).await?;
     let tok = if who.refreshable {
         sign_auth_token(&c, &who.record, true)?
     } else {
@@ -377,7 +429,14 @@ pub(crate) async fn refresh(
             .unwrap_or_default()
     };
     let superuser = who.is_superuser();
-    Ok(auth_response(&c, who.record, tok, &fields, superuser, None))
+    Ok(auth_response(
+        &c,
+        who.record,
+        tok,
+        &fields,
+        superuser,
+        with_notes(None, notes),
+    ))
 }
 
 /// Any other action under an auth collection: PocketBase's plain 404.

@@ -1,6 +1,7 @@
 //! The typed entry points the registry and the api call: record hooks, in-transaction hooks,
-//! after-commit events, routes and cron jobs.
+//! after-commit events, routes, cron jobs and the auth hook.
 
+use super::bindings::auth::exports::ferrobase::plugin::auth_hooks as ah;
 use super::bindings::exports::ferrobase::plugin::{
     commit_events as ev, record_hooks as rh, routes as rt, transaction_hooks as th,
 };
@@ -26,6 +27,16 @@ pub(crate) enum HookOutcome {
     Proceed(Vec<(String, Option<super::FieldValue>)>),
     Rejected(Rejection),
     /// The plugin failed (trap, timeout, memory): the write does not happen.
+    Failed(String),
+}
+
+/// What an auth hook decided.
+#[derive(Debug)]
+pub(crate) enum AuthOutcome {
+    /// Go on; add these (key, value) notes to the answer's `meta`.
+    Proceed(Vec<(String, String)>),
+    Rejected(Rejection),
+    /// The plugin failed (trap, timeout, memory): the sign-in does not happen.
     Failed(String),
 }
 
@@ -181,6 +192,30 @@ impl Loaded {
                 body: r.body,
             }),
             _ => Err(CallError::Trap("wrong shape".into())),
+        }
+    }
+
+    /// The auth hook on a sign-in about to succeed: `method` ("password", "otp", "oauth2",
+    /// "refresh"), the auth record, the OAuth2 provider.
+    pub(crate) async fn authenticate(
+        &self,
+        facts: Arc<CallFacts>,
+        method: &str,
+        record: &PluginRecord,
+        provider: Option<&str>,
+    ) -> AuthOutcome {
+        let attempt = ah::AuthAttempt {
+            method: method.to_owned(),
+            auth_record: self.record(record),
+            provider: provider.map(str::to_owned),
+        };
+        match self.call(Call::Authenticate(&attempt), facts, None).await {
+            Ok(Reply::Notes(Ok(notes))) => AuthOutcome::Proceed(notes),
+            Ok(Reply::Notes(Err(rej))) => AuthOutcome::Rejected(rej.into()),
+            Ok(_) => {
+                AuthOutcome::Failed(format!("plugin {} answered the wrong shape", self.name()))
+            }
+            Err(e) => AuthOutcome::Failed(format!("plugin {} {e}", self.name())),
         }
     }
 

@@ -2,10 +2,11 @@
 //! its budgets, memory cap and error classification.
 
 use super::CallFacts;
+use super::bindings::auth::exports::ferrobase::plugin::auth_hooks as ah;
 use super::bindings::exports::ferrobase::plugin::{
     commit_events as ev, manifest as mf, record_hooks as rh, routes as rt, transaction_hooks as th,
 };
-use super::bindings::{Plugin, PluginPre};
+use super::bindings::{Plugin, PluginIndices, PluginPre};
 use super::engine::{Runtime, hex, root_message};
 use super::host::{CallCtx, HIDDEN_PREFIX, HostState, Live, PluginEnv, TxOp};
 use crate::config::{PluginEntry, PluginsConfig};
@@ -156,12 +157,20 @@ pub(crate) struct Manifest {
     pub routes: Vec<mf::RouteBinding>,
     pub jobs: Vec<mf::JobBinding>,
     pub wants: Vec<String>,
+    /// The auth collections (names, or `*`) whose sign-ins it hooks: the manifest extra
+    /// `auth-hooks`, comma-separated.
+    pub auth_hooks: Vec<String>,
 }
+
+/// The manifest extra naming the auth collections a plugin hooks.
+const AUTH_HOOKS_EXTRA: &str = "auth-hooks";
 
 /// A warm instance: its store (with its limits) and the typed exports.
 struct Inst {
     pub(super) store: WStore<HostState>,
     pub(super) plugin: Plugin,
+    /// The auth hook, when the component exports it (world `plugin-auth`).
+    pub(super) auth: Option<ah::Guest>,
     pub(super) calls: u64,
 }
 
@@ -175,6 +184,9 @@ pub(crate) struct Code {
     pub from_cache: bool,
     pub loaded_at: String,
     pre: PluginPre<HostState>,
+    indices: PluginIndices,
+    /// Where the auth hook is, when the component exports one.
+    auth: Option<ah::GuestIndices>,
 }
 
 /// One version of one plugin, instantiated under one set of settings.
@@ -247,6 +259,8 @@ pub(crate) enum CallKind {
     AfterCommit,
     Route,
     Job,
+    /// A sign-in about to succeed (the hook-timeout budget; writes run as their own jobs).
+    AuthHook,
 }
 
 /// Why a call did not produce an answer.
@@ -286,6 +300,7 @@ pub(super) enum Call<'a> {
     AfterCommit(&'a [ev::Change]),
     Route(&'a rt::HttpRequest),
     Job(&'a str, u64),
+    Authenticate(&'a ah::AuthAttempt),
 }
 
 pub(super) enum Reply {
@@ -294,6 +309,7 @@ pub(super) enum Reply {
     Unit(Result<(), rh::Rejection>),
     Event(Result<(), String>),
     Response(rt::HttpResponse),
+    Notes(Result<Vec<(String, String)>, rh::Rejection>),
 }
 
 impl Code {
@@ -319,6 +335,8 @@ impl Code {
         };
         let pre = rt.linker.instantiate_pre(&component).map_err(not_ours)?;
         let pre = PluginPre::new(pre).map_err(not_ours)?;
+        let indices = PluginIndices::new(pre.instance_pre()).map_err(not_ours)?;
+        let auth = ah::GuestIndices::new(pre.instance_pre()).ok();
         let stem = file
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
@@ -333,11 +351,14 @@ impl Code {
                 routes: Vec::new(),
                 jobs: Vec::new(),
                 wants: Vec::new(),
+                auth_hooks: Vec::new(),
             },
             compile_ms,
             from_cache,
             loaded_at: crate::schema::ids::now(),
             pre,
+            indices,
+            auth,
         });
         // describe runs with no grants and the default limits: it may not use the host.
         let boot = Settings::resolve(&PluginsConfig::default(), None, rt.max_memory, &[]);
@@ -362,7 +383,22 @@ impl Code {
             routes: m.routes,
             jobs: m.jobs,
             wants: m.wants,
+            auth_hooks: m
+                .extra
+                .iter()
+                .filter(|(k, _)| k == AUTH_HOOKS_EXTRA)
+                .flat_map(|(_, v)| v.split(','))
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .map(str::to_owned)
+                .collect(),
         };
+        if !manifest.auth_hooks.is_empty() && code.auth.is_none() {
+            return Err(format!(
+                "its manifest hooks sign-ins ({AUTH_HOOKS_EXTRA}) but it does not export \
+                 ferrobase:plugin/auth-hooks@0.1.2 (build it for the world plugin-auth)"
+            ));
+        }
         if manifest.name.is_empty()
             || !manifest
                 .name
@@ -465,15 +501,37 @@ impl Loaded {
         });
         store.data_mut().deadline = Instant::now() + Duration::from_secs(30);
         store.set_epoch_deadline(1);
-        let plugin = self
+        let failed = |e: wasmtime::Error, store: &WStore<HostState>| {
+            classify(&e, store, Duration::from_secs(30))
+        };
+        let instance = match self
             .code
             .pre
+            .instance_pre()
             .instantiate_async(&mut store)
             .await
-            .map_err(|e| classify(&e, &store, Duration::from_secs(30)))?;
+        {
+            Ok(i) => i,
+            Err(e) => return Err(failed(e, &store)),
+        };
+        let plugin = match self.code.indices.load(&mut store, &instance) {
+            Ok(p) => p,
+            Err(e) => return Err(failed(e, &store)),
+        };
+        let auth = match self
+            .code
+            .auth
+            .as_ref()
+            .map(|ix| ix.load(&mut store, &instance))
+        {
+            None => None,
+            Some(Ok(g)) => Some(g),
+            Some(Err(e)) => return Err(failed(e, &store)),
+        };
         Ok(Inst {
             store,
             plugin,
+            auth,
             calls: 0,
         })
     }
@@ -494,7 +552,7 @@ impl Loaded {
     pub(super) fn budget(&self, kind: CallKind) -> Duration {
         match kind {
             CallKind::Describe => Duration::from_secs(10),
-            CallKind::BeforeHook => self.settings.hook_timeout,
+            CallKind::BeforeHook | CallKind::AuthHook => self.settings.hook_timeout,
             CallKind::InTransaction => self.settings.in_tx_timeout,
             CallKind::AfterCommit | CallKind::Job => self.settings.job_timeout,
             CallKind::Route => self.settings.route_timeout,
@@ -519,6 +577,7 @@ impl Loaded {
             Call::AfterCommit(_) => CallKind::AfterCommit,
             Call::Route(_) => CallKind::Route,
             Call::Job(..) => CallKind::Job,
+            Call::Authenticate(_) => CallKind::AuthHook,
         };
         let _in_flight = InFlight::new(&self.stats.in_flight);
         let _ticking = self.rt.running();
@@ -599,6 +658,7 @@ impl Loaded {
 async fn run(inst: &mut Inst, call: Call<'_>, ctx: Resource<CallCtx>) -> wasmtime::Result<Reply> {
     let s = &mut inst.store;
     let p = &inst.plugin;
+    let auth = inst.auth.as_ref();
     // The guest borrows the host's table entry for the length of the call.
     let lent = Resource::new_borrow(ctx.rep());
     let reply = match call {
@@ -640,6 +700,10 @@ async fn run(inst: &mut Inst, call: Call<'_>, ctx: Resource<CallCtx>) -> wasmtim
                 .call_run(&mut *s, lent, name, at)
                 .await?,
         ),
+        Call::Authenticate(attempt) => match auth {
+            Some(a) => Reply::Notes(a.call_authenticate(&mut *s, lent, attempt).await?),
+            None => wasmtime::bail!("the component exports no auth hook"),
+        },
     };
     let _ = s.data_mut().table.delete(ctx);
     Ok(reply)
@@ -673,6 +737,7 @@ mod tests {
             routes: Vec::new(),
             jobs: Vec::new(),
             wants: wants.iter().map(|w| (*w).to_owned()).collect(),
+            auth_hooks: Vec::new(),
         }
     }
 

@@ -1,4 +1,4 @@
-//! Plugins: wasm components (WIT package `ferrobase:plugin@0.1.1`, `plugin-sdk/wit/`) that add
+//! Plugins: wasm components (WIT package `ferrobase:plugin@0.1.2`, `plugin-sdk/wit/`) that add
 //! record hooks, routes and cron jobs. The only module that names wasmtime.
 //!
 //! - `engine`: one engine (Cranelift, pooling allocator, epoch interruption), compiled
@@ -30,7 +30,7 @@ mod reload;
 mod sandbox;
 mod starter;
 
-pub(crate) use calls::{Action, Change, HookOutcome, RouteRequest};
+pub(crate) use calls::{Action, AuthOutcome, Change, HookOutcome, RouteRequest};
 pub(crate) use convert::{FieldValue, PluginRecord};
 pub(crate) use dispatch::run_in_transaction;
 pub(crate) use instance::Loaded;

@@ -1,4 +1,5 @@
-//! The immutable dispatch tables: hooks per collection id, the routes' matchers, the jobs.
+//! The immutable dispatch tables: hooks per collection id, auth hooks per auth collection id,
+//! the routes' matchers, the jobs.
 //! Built whole from the loaded plugins and swapped in one store; never mutated.
 
 use super::bindings::exports::ferrobase::plugin::manifest::HookEvent;
@@ -37,6 +38,8 @@ pub(crate) struct JobRef {
 pub(crate) struct Registry {
     pub plugins: Vec<Arc<Loaded>>,
     hooks: HashMap<String, HookSlots>,
+    /// The plugins asked before a sign-in on an auth collection (by id), in plugin-name order.
+    auth: HashMap<String, Vec<Arc<Loaded>>>,
     /// One matcher per method; "*" routes sit in every method's matcher and in `any`.
     routes: HashMap<String, matchit::Router<RouteRef>>,
     any: matchit::Router<RouteRef>,
@@ -97,6 +100,7 @@ impl Registry {
         Self {
             plugins: Vec::new(),
             hooks: HashMap::new(),
+            auth: HashMap::new(),
             routes: HashMap::new(),
             any: matchit::Router::new(),
             jobs: Vec::new(),
@@ -110,6 +114,14 @@ impl Registry {
             return None;
         }
         self.hooks.get(collection_id)
+    }
+
+    /// The auth hooks of one auth collection (by id): empty when no plugin hooks its sign-ins.
+    pub(crate) fn auth_hooks(&self, collection_id: &str) -> &[Arc<Loaded>] {
+        if self.auth.is_empty() {
+            return &[];
+        }
+        self.auth.get(collection_id).map_or(&[], Vec::as_slice)
     }
 
     /// The route for a method and path, with its parameters.
@@ -135,6 +147,20 @@ impl Registry {
         for (coll, _) in &p.manifest.hooks {
             if schema.by_id_or_name(coll).is_none() {
                 return Err(format!("hooks unknown collection {coll:?}"));
+            }
+        }
+        for coll in &p.manifest.auth_hooks {
+            if coll == "*" {
+                continue;
+            }
+            match schema.by_id_or_name(coll) {
+                Some(c) if c.is_auth() => {}
+                Some(_) => {
+                    return Err(format!(
+                        "hooks sign-ins on {coll:?}, not an auth collection"
+                    ));
+                }
+                None => return Err(format!("hooks sign-ins on unknown collection {coll:?}")),
             }
         }
         let mut trial = self.routes.clone();
@@ -197,6 +223,28 @@ impl Registry {
                     HookEvent::InTransaction => &mut slots.in_transaction,
                     HookEvent::AfterCommit => &mut slots.after_commit,
                 };
+                if !v.iter().any(|x| Arc::ptr_eq(x, &p)) {
+                    v.push(Arc::clone(&p));
+                }
+            }
+        }
+        for coll in &p.manifest.auth_hooks {
+            let ids: Vec<String> = if coll == "*" {
+                schema
+                    .collections
+                    .iter()
+                    .filter(|c| c.is_auth())
+                    .map(|c| c.id.clone())
+                    .collect()
+            } else {
+                schema
+                    .by_id_or_name(coll)
+                    .map(|c| c.id.clone())
+                    .into_iter()
+                    .collect()
+            };
+            for id in ids {
+                let v = self.auth.entry(id).or_default();
                 if !v.iter().any(|x| Arc::ptr_eq(x, &p)) {
                     v.push(Arc::clone(&p));
                 }

@@ -20,7 +20,7 @@ pub(crate) use rules::{
 };
 pub(crate) use write::Writer;
 
-use crate::plugins::{Plugins, Rejection};
+use crate::plugins::{AuthOutcome, Plugins, Rejection};
 use crate::query::QueryError;
 use crate::store::{Store, StoreError};
 use serde_json::{Map, Value};
@@ -38,6 +38,8 @@ pub(crate) struct Records {
 
 pub(crate) const MSG_CREATE_FAILED: &str = "Failed to create record.";
 pub(crate) const MSG_UPDATE_FAILED: &str = "Failed to update record.";
+/// PocketBase's answer to a sign-in that did not go through.
+pub(crate) const MSG_AUTH_FAILED: &str = "Failed to authenticate.";
 pub(crate) const MSG_AUTH_RULE_DENIED: &str =
     "The request doesn't satisfy the collection requirements to authenticate.";
 pub(crate) const MSG_DELETE_FAILED: &str = "Failed to delete record. Make sure that the record is not part of a required relation reference.";
@@ -77,6 +79,43 @@ pub(crate) enum RecordError {
     /// Something of ours broke (a hashing thread gone, say).
     #[error("internal: {0}")]
     Internal(String),
+}
+
+impl Records {
+    /// The plugins' auth hooks on a sign-in about to succeed (`method`: "password", "otp",
+    /// "oauth2", "refresh"), in plugin-name order, before its token: the notes they add to the
+    /// answer's `meta`, or the first refusal. A plugin that fails refuses the sign-in.
+    pub(crate) async fn auth_hooks(
+        &self,
+        access: &Access<'_>,
+        c: &crate::schema::Collection,
+        row: &crate::store::StoreRecord,
+        method: &str,
+        provider: Option<&str>,
+    ) -> Result<Vec<(String, String)>> {
+        let registry = self.plugins.registry();
+        let hooks = registry.auth_hooks(&c.id);
+        if hooks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let facts = Arc::new(access.facts());
+        let record = crate::plugins::PluginRecord::from_stored(c, row);
+        let mut notes = Vec::new();
+        for h in hooks {
+            match h
+                .authenticate(Arc::clone(&facts), method, &record, provider)
+                .await
+            {
+                AuthOutcome::Proceed(n) => notes.extend(n),
+                AuthOutcome::Rejected(r) => return Err(RecordError::Rejected(r)),
+                AuthOutcome::Failed(e) => {
+                    tracing::warn!(error = %e, "plugin auth hook failed; sign-in refused");
+                    return Err(RecordError::Refused(MSG_AUTH_FAILED));
+                }
+            }
+        }
+        Ok(notes)
+    }
 }
 
 impl RecordError {

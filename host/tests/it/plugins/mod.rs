@@ -2,6 +2,7 @@
 //! wasm32-wasip2, the JS one with componentize-js), dropped into a real server's plugins
 //! folder, and every behaviour is checked through HTTP.
 
+mod auth_hooks;
 mod escape;
 mod live_config;
 mod logs;
