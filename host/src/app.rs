@@ -322,6 +322,7 @@ pub(crate) async fn serve(
         mail_cooldowns: Default::default(),
         backups,
         jobs,
+        apple_names: Default::default(),
     });
     plugins.spawn_background();
     let router = api::router(state);

@@ -60,6 +60,8 @@ pub(crate) struct AppState {
     pub backups: Arc<crate::backups::Backups>,
     /// PocketBase's built-in cron jobs.
     pub jobs: Arc<crate::jobs::Jobs>,
+    /// Apple's user names from its redirects, until their sign-in takes them.
+    pub apple_names: crate::auth::oauth2::apple_name::RedirectNames,
 }
 
 pub(crate) type Shared = Arc<AppState>;

@@ -173,6 +173,13 @@ pub(crate) async fn with_oauth2(
     })
     .await
     .map_err(|_| ApiError::bad("Failed to fetch OAuth2 token."))??;
+    let mut user = user;
+    if name == "apple"
+        && user.name.is_empty()
+        && let Some(n) = state.apple_names.take(&code)
+    {
+        user.name = n;
+    }
     let (row, is_new) =
         resolve_and_submit(&state, &head, &c, who.as_ref(), &name, &user, &data).await?;
     let meta = user.meta(is_new);
@@ -496,7 +503,17 @@ pub(crate) async fn redirect(State(state): State<Shared>, request: Request) -> R
     }
     let bytes = bytes::Bytes::from(Value::Object(msg).to_string());
     let ip = super::request_ip(&state, &head);
+    // Apple sends the user's name only here, and only the first time: kept for the sign-in
+    // with this code (the realtime client must be the one that started the flow).
+    let apple_user = text(&data, "user");
+    let keep_name = !apple_user.is_empty() && error.is_empty() && !code.is_empty();
+    if keep_name {
+        state.apple_names.keep(&code, &apple_user);
+    }
     if !state.realtime.send_to(&st, &ip, TOPIC, bytes) {
+        if keep_name {
+            state.apple_names.take(&code);
+        }
         return go(false);
     }
     go(error.is_empty() && !code.is_empty())

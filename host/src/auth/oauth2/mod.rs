@@ -5,6 +5,7 @@
 //! `AuthUser` (whose `email` is set only when the provider vouches for it). No server HTTP
 //! types: outbound calls go through `client`.
 
+pub(crate) mod apple_name;
 pub(crate) mod client;
 pub(crate) mod id_token;
 
@@ -206,6 +207,15 @@ fn configure(config: &Value) -> Result<Provider, OAuth2Error> {
     }
     if let Some(Value::Object(extra)) = config.get("extra") {
         p.extra = extra.clone();
+    }
+    // Microsoft's email from its ID token needs one: "openid" joins its scopes.
+    let claim_mode = match p.extra.get(MS_EMAIL_CLAIM) {
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(Value::Number(_) | Value::Bool(_)) => true,
+        _ => false,
+    };
+    if p.kind == Kind::Microsoft && claim_mode && !p.scopes.contains(&"openid") {
+        p.scopes.push("openid");
     }
     Ok(p)
 }
@@ -414,7 +424,13 @@ impl Provider {
             Kind::Microsoft => {
                 user.id = s("id");
                 user.name = s("displayName");
-                user.email = s("mail");
+                let mode = self.extra.get(MS_EMAIL_CLAIM).and_then(Value::as_str);
+                user.email = microsoft_email(
+                    mode.unwrap_or(""),
+                    &s("mail"),
+                    &token.id_token,
+                    chrono::Utc::now().timestamp(),
+                );
             }
             Kind::Discord => {
                 user.id = s("id");
@@ -530,6 +546,44 @@ impl Provider {
             })
             .map(|e| text(e, "email").to_owned())
             .unwrap_or_default())
+    }
+}
+
+/// The Microsoft provider's `extra` key that picks where its email comes from.
+const MS_EMAIL_CLAIM: &str = "idTokenEmailClaim";
+
+/// Microsoft's email as PocketBase 0.40 picks it by `idTokenEmailClaim`: Graph's `mail` (the
+/// default, which Microsoft does not promise is verified), or a claim of the ID token (read
+/// without its signature, which came over TLS from the token endpoint, but with its times
+/// checked): `verified_primary_email`, `email` when `xms_edov` (the domain's owner verified
+/// it), either of those in that order (`any_verified`), or plain `email`.
+fn microsoft_email(mode: &str, mail: &str, id_token: &str, now_s: i64) -> String {
+    let claims = || {
+        id_token::claims(id_token)
+            .ok()
+            .filter(|c| id_token::check_claims(c, None, &[], now_s).is_ok())
+            .unwrap_or_default()
+    };
+    let claim =
+        |c: &Map<String, Value>, k: &str| c.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+    let primary = |c: &Map<String, Value>| claim(c, "verified_primary_email");
+    let edov = |c: &Map<String, Value>| {
+        if truthy(c.get("xms_edov")) {
+            claim(c, "email")
+        } else {
+            String::new()
+        }
+    };
+    match mode {
+        "any_verified" => {
+            let c = claims();
+            let e = primary(&c);
+            if e.is_empty() { edov(&c) } else { e }
+        }
+        "verified_primary_email" => primary(&claims()),
+        "email_and_xms_edov" => edov(&claims()),
+        "email" => claim(&claims(), "email"),
+        _ => mail.to_owned(),
     }
 }
 
@@ -739,6 +793,47 @@ mod tests {
                 .starts_with("http://x/a?t=1&client_id=c&code_challenge=")
         );
         assert!(s.auth_url.ends_with("&redirect_uri="));
+    }
+
+    #[test]
+    fn microsofts_email_comes_from_where_id_token_email_claim_says() {
+        let jwt = |claims: Value| {
+            let e =
+                |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+            format!("{}.{}.c2ln", e(&json!({"alg": "RS256"})), e(&claims))
+        };
+        let now = 1_000_000;
+        let both = jwt(
+            json!({"verified_primary_email": "p@x.io", "email": "e@x.io", "xms_edov": true, "iat": now}),
+        );
+        let edov_only = jwt(json!({"email": "e@x.io", "xms_edov": "1"}));
+        let unverified = jwt(json!({"email": "e@x.io", "xms_edov": false}));
+        let expired = jwt(json!({"verified_primary_email": "p@x.io", "exp": now - 3600}));
+        let cases = [
+            ("", &both, "mail@x.io"),
+            ("unknown", &both, "mail@x.io"),
+            ("any_verified", &both, "p@x.io"),
+            ("any_verified", &edov_only, "e@x.io"),
+            ("any_verified", &unverified, ""),
+            ("verified_primary_email", &edov_only, ""),
+            ("email_and_xms_edov", &both, "e@x.io"),
+            ("email_and_xms_edov", &unverified, ""),
+            ("email", &unverified, "e@x.io"),
+            ("verified_primary_email", &expired, ""),
+            ("email", &"not a token".to_owned(), ""),
+        ];
+        for (mode, token, want) in cases {
+            assert_eq!(
+                microsoft_email(mode, "mail@x.io", token, now),
+                want,
+                "{mode} {token}"
+            );
+        }
+        let p = configure(&json!({"name": "microsoft", "extra": {"idTokenEmailClaim": "email"}}))
+            .unwrap();
+        assert_eq!(p.scopes, ["User.Read", "openid"]);
+        let p = configure(&json!({"name": "microsoft"})).unwrap();
+        assert_eq!(p.scopes, ["User.Read"]);
     }
 
     #[test]
