@@ -1,5 +1,6 @@
 //! One connection's phase (busy, reading a head, idle), the reader that notices new heads and
-//! their framing headers, the watcher that times them out, and the registry that caps them.
+//! their framing headers (and percent-encodes the few target bytes hyper refuses but Go's
+//! server takes), the watcher that times them out, and the registry that caps them.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -173,6 +174,10 @@ pub(super) struct Io {
     /// The `idle_gen` this reader's scan belongs to.
     generation: u32,
     scan: HeadScan,
+    target: TargetFix,
+    /// Rewritten head bytes that did not fit the caller's buffer: handed over before the
+    /// socket is read again.
+    pending: Vec<u8>,
 }
 
 impl Io {
@@ -182,6 +187,8 @@ impl Io {
             generation: track.idle_gen.load(Ordering::Acquire),
             track,
             scan: HeadScan::default(),
+            target: TargetFix::default(),
+            pending: Vec::new(),
         }
     }
 
@@ -190,6 +197,7 @@ impl Io {
         if generation != self.generation {
             self.generation = generation;
             self.scan = HeadScan::default();
+            self.target = TargetFix::default();
         }
         if self.scan.done {
             return;
@@ -225,12 +233,27 @@ impl AsyncRead for Io {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
+        if !this.pending.is_empty() {
+            let n = this.pending.len().min(buf.remaining());
+            buf.put_slice(&this.pending[..n]);
+            this.pending.drain(..n);
+            return Poll::Ready(Ok(()));
+        }
         let before = buf.filled().len();
         let r = Pin::new(&mut this.stream).poll_read(cx, buf);
         if let Poll::Ready(Ok(())) = r
             && buf.filled().len() > before
         {
             this.saw(&buf.filled()[before..]);
+            // Only a head this reader scans (not a pipelined one) has its target fixed.
+            if this.scan.started
+                && let Some((at, fixed)) = this.target.rewrite(&buf.filled()[before..])
+            {
+                buf.set_filled(before + at);
+                let n = fixed.len().min(buf.remaining());
+                buf.put_slice(&fixed[..n]);
+                this.pending.extend_from_slice(&fixed[n..]);
+            }
         }
         r
     }
@@ -264,6 +287,69 @@ impl AsyncWrite for Io {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
     }
+}
+
+/// The request line's target as Go's server reads it: raw `"`, `<`, `>`, `` ` `` and bytes from
+/// 0x80 (a filter typed into curl: `?filter=views>5&&title="x"`) are taken by PocketBase, while
+/// hyper answers such a head with an empty 400. They are percent-encoded on the way in; the
+/// query and the path are decoded after routing, so the handlers see what PocketBase's see.
+#[derive(Default)]
+struct TargetFix {
+    /// 0: in the method, 1: in the target, 2: past it.
+    state: u8,
+    method_seen: bool,
+}
+
+impl TargetFix {
+    fn needs_encoding(b: u8) -> bool {
+        matches!(b, b'"' | b'<' | b'>' | b'`') || b >= 0x80
+    }
+
+    /// `bytes`, the next bytes of a head, as hyper should read them: `None` when they stay as
+    /// they are, else the index of the first changed byte and everything from it, rewritten.
+    fn rewrite(&mut self, bytes: &[u8]) -> Option<(usize, Vec<u8>)> {
+        let mut out: Option<(usize, Vec<u8>)> = None;
+        for (i, &b) in bytes.iter().enumerate() {
+            let encode = match self.state {
+                0 => {
+                    match b {
+                        b' ' if self.method_seen => self.state = 1,
+                        b'\r' | b'\n' if self.method_seen => self.state = 2,
+                        b'\r' | b'\n' => {}
+                        _ => self.method_seen = true,
+                    }
+                    false
+                }
+                1 if matches!(b, b' ' | b'\r' | b'\n') => {
+                    self.state = 2;
+                    false
+                }
+                1 => Self::needs_encoding(b),
+                _ => false,
+            };
+            match (&mut out, encode) {
+                (None, false) if self.state == 2 => return None,
+                (None, false) => {}
+                (None, true) => {
+                    let mut v = Vec::with_capacity(bytes.len() - i + 16);
+                    push_pct(&mut v, b);
+                    out = Some((i, v));
+                }
+                (Some((_, v)), true) => push_pct(v, b),
+                (Some((_, v)), false) if self.state == 2 => {
+                    v.extend_from_slice(&bytes[i..]);
+                    break;
+                }
+                (Some((_, v)), false) => v.push(b),
+            }
+        }
+        out
+    }
+}
+
+fn push_pct(v: &mut Vec<u8>, b: u8) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    v.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
 }
 
 /// Looks at the lines of one request head, up to its blank line, for the names of the two
@@ -511,6 +597,39 @@ mod tests {
         assert!(s.done && s.content_length && !s.transfer_encoding);
         let s = scan(&[b"GET / HTTP/1.1\nHost: a\n\nContent-Length: 1\n"]);
         assert!(s.done && !s.content_length);
+    }
+
+    /// A head fed to a fresh `TargetFix` in the given pieces, as hyper would then read it.
+    fn fixed(chunks: &[&[u8]]) -> Vec<u8> {
+        let mut t = TargetFix::default();
+        let mut out = Vec::new();
+        for c in chunks {
+            match t.rewrite(c) {
+                None => out.extend_from_slice(c),
+                Some((at, v)) => {
+                    out.extend_from_slice(&c[..at]);
+                    out.extend_from_slice(&v);
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn only_the_targets_refused_bytes_are_encoded_wherever_the_head_is_cut() {
+        let head = "GET /api/x?filter=a<\"é\"&&b>`1` HTTP/1.1\r\nX-Q: \"<>\"\r\n\r\n".as_bytes();
+        let want =
+            b"GET /api/x?filter=a%3C%22%C3%A9%22&&b%3E%601%60 HTTP/1.1\r\nX-Q: \"<>\"\r\n\r\n";
+        for cut in 0..head.len() {
+            for cut2 in cut..head.len() {
+                let got = fixed(&[&head[..cut], &head[cut..cut2], &head[cut2..]]);
+                assert_eq!(got, want.to_vec(), "cuts at {cut}, {cut2}");
+            }
+        }
+        let plain = b"GET /api/health?x=1 HTTP/1.1\r\n\r\n";
+        assert_eq!(TargetFix::default().rewrite(plain), None);
+        // Blank lines before the request line are skipped, as hyper skips them.
+        assert_eq!(fixed(&[b"\r\nGET /<"]), b"\r\nGET /%3C".to_vec());
     }
 
     #[test]

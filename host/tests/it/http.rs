@@ -1139,3 +1139,73 @@ fn a_broken_view_query_blocks_deletes_and_an_import_answers_with_index_errors() 
         "the import left nothing"
     );
 }
+
+/// A request's raw bytes on a new connection; the status and the body.
+fn raw_request(s: &Server, head: &[u8]) -> (u16, Value) {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(&s.addr).expect("connect");
+    c.write_all(head).expect("write");
+    let mut got = Vec::new();
+    c.read_to_end(&mut got).expect("read");
+    let text = String::from_utf8_lossy(&got);
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+#[test]
+fn raw_quotes_angle_brackets_and_utf8_in_the_target_are_read_as_pocketbase_reads_them() {
+    let s = Server::start();
+    let su = s.su_token();
+    s.create_collection(&su, posts_def());
+    for (t, v) in [("a\"b", 1), ("é", 5), ("plain", 9)] {
+        let r = s.req(
+            "POST",
+            "/api/collections/posts/records",
+            Some(&su),
+            Some(&json!({"title": t, "views": v})),
+        );
+        assert_eq!(r.status, 200, "{}", r.json);
+    }
+    let get = |target: &str| {
+        raw_request(
+            &s,
+            format!("GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+    };
+    let cases: [(&str, &[&str]); 5] = [
+        ("views>3%26%26views<9", &["é"]),
+        ("title=\"é\"", &["é"]),
+        ("title!=\"plain\"", &["a\"b", "é"]),
+        ("title~'\\\"'", &["a\"b"]),
+        ("views>=1", &["a\"b", "é", "plain"]),
+    ];
+    for (filter, want) in cases {
+        let (status, body) = get(&format!(
+            "/api/collections/posts/records?filter={filter}&sort=views"
+        ));
+        assert_eq!(status, 200, "{filter}: {body}");
+        let got: Vec<&str> = body["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|i| i["title"].as_str().unwrap_or(""))
+            .collect();
+        assert_eq!(got, want, "{filter}");
+    }
+    // A filter that is wrong stays PocketBase's 400 with its body, not an empty one.
+    let (status, body) = get("/api/collections/posts/records?filter=title=`x`");
+    assert_eq!(status, 400);
+    assert_eq!(
+        body["message"], "Something went wrong while processing your request.",
+        "{body}"
+    );
+    // Raw bytes in the path: the route still answers, with PocketBase's 404 body.
+    let (status, body) = get("/api/collections/posts/records/<nope>");
+    assert_eq!(status, 404);
+    assert_eq!(body["status"], 404, "{body}");
+}

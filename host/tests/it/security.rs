@@ -1111,7 +1111,30 @@ fn collection_body(r: &mut Rng) -> Value {
 }
 
 fn head_case(r: &mut Rng) -> (String, Vec<u8>) {
-    match r.below(6) {
+    match r.below(7) {
+        6 => {
+            // What people type into curl: quotes, angle brackets, backticks and UTF-8 left raw
+            // in the target (Go takes them; hyper alone would answer an empty 400).
+            let filter = *r.pick(&[
+                "id!=\"x\"",
+                "created<\"2030-01-01 00:00:00\"",
+                "created>\"2000-01-01\"&&id!=''",
+                "id=\"é\"||id>\"a\"",
+                "id=`x`",
+                "id<>\"x\"",
+                "\"",
+            ]);
+            let target = if r.pct(80) {
+                format!("/api/collections/{COLL}/records?filter={filter}&sort=-created")
+            } else {
+                format!("/api/collections/{COLL}/records/<{REC}>")
+            };
+            (
+                "head: raw bytes in the target".into(),
+                format!("GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                    .into_bytes(),
+            )
+        }
         0 => {
             let n = *r.pick(&[70_000usize, 200_000]);
             (
