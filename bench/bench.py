@@ -180,6 +180,10 @@ class Server:
             cmd = ["taskset", "-c", a.server_cpus] + cmd
         env = dict(os.environ)
         env.pop("FERROBASE_CONFIG", None)
+        # A pb.toml for one side only (e.g. [store] synchronous = "FULL" against the default).
+        config = {"ferrobase": a.ferrobase_config, "baseline": a.baseline_config}.get(kind)
+        if config:
+            env["FERROBASE_CONFIG"] = config
         self.log = open(logpath, "w")
         # cwd = the run dir: no ./pb.toml, pb_public or pb_hooks from elsewhere is picked up
         self.proc = subprocess.Popen(cmd, cwd=rundir, stdout=self.log, stderr=subprocess.STDOUT, env=env)
@@ -702,6 +706,9 @@ def main():
     ap.add_argument("--ferrobase", help="default: ROOT/target/release/ferrobase")
     ap.add_argument("--baseline", help="a second ferrobase binary (an earlier commit's build) run as a third "
                     "server, interleaved, for before / after in one run; adds 'baseline' to --servers")
+    ap.add_argument("--ferrobase-config", help="a pb.toml the ferrobase server reads (FERROBASE_CONFIG); default none")
+    ap.add_argument("--baseline-config", help="a pb.toml the baseline server reads; with --baseline "
+                    "target/release/ferrobase it compares one setting on the same build")
     ap.add_argument("--baseline-label", default="", help="what the baseline is, for the table (e.g. its commit)")
     ap.add_argument("--pb", help="default: ROOT/.venv-ref/bin/pocketbase")
     ap.add_argument("--ceiling", help="default: bench/work/target/release/bench-ceiling")
@@ -715,6 +722,8 @@ def main():
     a.ferrobase = os.path.abspath(a.ferrobase or os.path.join(a.root, "target", "release", "ferrobase"))
     a.pb = os.path.abspath(a.pb or os.path.join(a.root, ".venv-ref", "bin", "pocketbase"))
     a.ceiling = os.path.abspath(a.ceiling or os.path.join(a.work, "target", "release", "bench-ceiling"))
+    a.ferrobase_config = a.ferrobase_config and os.path.abspath(a.ferrobase_config)
+    a.baseline_config = a.baseline_config and os.path.abspath(a.baseline_config)
 
     scenarios = list(SCENARIOS) if not a.only else [s.strip() for s in a.only.split(",") if s.strip()]
     bad = [s for s in scenarios if s not in SCENARIOS]

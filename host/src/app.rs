@@ -148,6 +148,7 @@ pub(crate) fn store_config(cfg: &Config) -> StoreConfig {
         wal_autocheckpoint: cfg.store.wal_autocheckpoint,
         busy_timeout_ms: cfg.store.busy_timeout_ms,
         n_readers: cfg.n_readers(),
+        synchronous: cfg.store.synchronous,
     }
 }
 

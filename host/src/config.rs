@@ -136,6 +136,22 @@ pub(crate) struct StoreSection {
     pub wal_autocheckpoint: i64,
     pub busy_timeout_ms: u64,
     pub readers: usize,
+    /// SQLite's `synchronous` for every database file of the store.
+    pub synchronous: Synchronous,
+}
+
+/// `[store] synchronous`: when a commit reaches the disk. Anything but these two values is
+/// refused when the file is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+pub(crate) enum Synchronous {
+    /// In WAL mode: a commit survives the process being killed; the last commits before a
+    /// power loss or OS crash may be lost (never the file's consistency).
+    #[default]
+    #[serde(rename = "NORMAL")]
+    Normal,
+    /// Also fsyncs the WAL at every commit: it survives a power loss too.
+    #[serde(rename = "FULL")]
+    Full,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -249,6 +265,7 @@ impl Default for StoreSection {
             wal_autocheckpoint: 10_000,
             busy_timeout_ms: 10_000,
             readers: 0,
+            synchronous: Synchronous::Normal,
         }
     }
 }
@@ -384,6 +401,7 @@ mod tests {
         assert_eq!(shipped.http.body_bytes_max, d.http.body_bytes_max);
         assert_eq!(shipped.store.dir, d.store.dir);
         assert_eq!(shipped.store.cache_size_kib, d.store.cache_size_kib);
+        assert_eq!(shipped.store.synchronous, d.store.synchronous);
         assert_eq!(shipped.limits.page_size_max, d.limits.page_size_max);
         assert_eq!(shipped.log.requests, d.log.requests);
         assert_eq!(shipped.metrics.listen, d.metrics.listen);
@@ -478,6 +496,23 @@ mod tests {
         .unwrap();
         assert_eq!(c.http.addr, "127.0.0.1:2");
         assert_eq!(c.store.dir, PathBuf::from("y"));
+    }
+
+    #[test]
+    fn synchronous_is_normal_or_full_and_nothing_else() {
+        let c: Config = toml::from_str("[store]\nsynchronous = \"FULL\"\n").unwrap();
+        assert_eq!(c.store.synchronous, Synchronous::Full);
+        let c: Config = toml::from_str("[store]\nsynchronous = \"NORMAL\"\n").unwrap();
+        assert_eq!(c.store.synchronous, Synchronous::Normal);
+        for bad in ["OFF", "full", "EXTRA", "2"] {
+            let e = toml::from_str::<Config>(&format!("[store]\nsynchronous = {bad:?}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("synchronous") && e.contains("NORMAL") && e.contains("FULL"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -26,6 +26,7 @@ async fn fixture(rules: serde_json::Value) -> Fixture {
         wal_autocheckpoint: 1_000,
         busy_timeout_ms: 5000,
         n_readers: 2,
+        synchronous: crate::config::Synchronous::Normal,
     };
     let store = Arc::new(Store::open(&data, &cfg).expect("store"));
     let plugins = crate::plugins::Plugins::start(

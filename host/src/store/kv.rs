@@ -1,13 +1,13 @@
 //! The plugins' key/value store: `plugin_kv.db` beside `data.db`, one namespace per plugin.
 //! A separate file keeps PocketBase's own database exactly as PocketBase would leave it.
 
-use super::{Result, StoreError};
+use super::{Result, StoreError, Synchronous};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::Path;
 use std::sync::Mutex;
 
 pub(crate) struct Kv {
-    conn: Mutex<Connection>,
+    pub(super) conn: Mutex<Connection>,
 }
 
 fn now_ms() -> i64 {
@@ -15,10 +15,11 @@ fn now_ms() -> i64 {
 }
 
 impl Kv {
-    pub(crate) fn open(dir: &Path) -> Result<Self> {
+    /// Open (creating) `dir/plugin_kv.db`, its commits as durable as `synchronous` says.
+    pub(crate) fn open(dir: &Path, synchronous: Synchronous) -> Result<Self> {
         let conn = Connection::open(dir.join("plugin_kv.db"))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "synchronous", synchronous.pragma())?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS kv (plugin TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL,

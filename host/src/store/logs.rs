@@ -364,3 +364,13 @@ fn insert_sql(rows: usize) -> String {
     }
     sql
 }
+
+#[cfg(test)]
+impl LogDb {
+    /// `PRAGMA synchronous` of the logs' connections (both get the same `configure`).
+    pub(crate) fn synchronous(&self) -> i64 {
+        let read = self.read.lock().expect("the logs' read connection");
+        read.query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .expect("PRAGMA synchronous answers")
+    }
+}

@@ -13,6 +13,7 @@ pub(crate) mod raw;
 pub(crate) mod records;
 pub(crate) mod superusers;
 
+pub(crate) use crate::config::Synchronous;
 use crate::metrics;
 use crate::schema::{Collection, Rules, Schema, define};
 use arc_swap::ArcSwap;
@@ -161,6 +162,18 @@ pub(crate) struct StoreConfig {
     pub wal_autocheckpoint: i64,
     pub busy_timeout_ms: u64,
     pub n_readers: usize,
+    /// When a COMMIT reaches the disk, for every file of the store (pb.toml's `[store]`).
+    pub synchronous: Synchronous,
+}
+
+impl Synchronous {
+    /// The PRAGMA's value.
+    fn pragma(self) -> &'static str {
+        match self {
+            Synchronous::Normal => "NORMAL",
+            Synchronous::Full => "FULL",
+        }
+    }
 }
 
 /// What to announce once a write is durable, in two steps: given the write's result (right
@@ -442,7 +455,10 @@ fn configure(conn: &Connection, cfg: &StoreConfig, writer: bool) -> rusqlite::Re
         conn.pragma_update(None, "journal_size_limit", cfg.journal_size_limit)?;
         conn.pragma_update(None, "wal_autocheckpoint", cfg.wal_autocheckpoint)?;
     }
-    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    // In WAL mode NORMAL makes a COMMIT durable against a crash of this process (the WAL is
+    // written before COMMIT returns, fsynced at checkpoints); FULL also fsyncs it at every
+    // COMMIT, for power loss. Either way nothing is announced before COMMIT returns.
+    conn.pragma_update(None, "synchronous", cfg.synchronous.pragma())?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     conn.pragma_update(None, "temp_store", "MEMORY")?;
     conn.pragma_update(None, "cache_size", -cfg.cache_size_kib)?;
@@ -601,7 +617,7 @@ impl Store {
             schema: ArcSwap::from_pointee(schema),
             changes,
             logs,
-            kv: match kv::Kv::open(dir) {
+            kv: match kv::Kv::open(dir, cfg.synchronous) {
                 Ok(k) => Some(k),
                 Err(e) => {
                     tracing::warn!(error = %e, "plugin key/value store unavailable");
@@ -832,6 +848,7 @@ mod tests {
             wal_autocheckpoint: 1_000,
             busy_timeout_ms: 10_000,
             n_readers: 2,
+            synchronous: crate::config::Synchronous::Normal,
         }
     }
 
@@ -918,6 +935,26 @@ mod tests {
                 "readers must be read-only"
             );
         }
+    }
+
+    #[test]
+    fn synchronous_full_reaches_every_file_of_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let full = StoreConfig {
+            synchronous: Synchronous::Full,
+            ..cfg()
+        };
+        let store = Store::open(dir.path(), &full).unwrap();
+        // SQLite numbers the levels OFF 0, NORMAL 1, FULL 2.
+        fn level(c: &Connection) -> i64 {
+            c.query_row("PRAGMA synchronous", [], |r| r.get(0)).unwrap()
+        }
+        assert_eq!(store.write_blocking(|c| Ok(level(c))).unwrap(), 2);
+        for r in store.readers.lock().unwrap().iter() {
+            assert_eq!(level(r), 2);
+        }
+        assert_eq!(level(&store.kv().unwrap().conn.lock().unwrap()), 2);
+        assert_eq!(store.logs().synchronous(), 2);
     }
 
     #[test]

@@ -835,6 +835,7 @@ mod tests {
             wal_autocheckpoint: 1_000,
             busy_timeout_ms: 1000,
             n_readers: 1,
+            synchronous: crate::config::Synchronous::Normal,
         };
         let store = Store::open(dir.path(), &cfg).unwrap();
         let schema = store.schema();
@@ -916,6 +917,7 @@ mod tests {
             wal_autocheckpoint: 1_000,
             busy_timeout_ms: 1000,
             n_readers: 1,
+            synchronous: crate::config::Synchronous::Normal,
         };
         let store = Store::open(dir.path(), &cfg).unwrap();
         let schema = store.schema();
@@ -960,6 +962,7 @@ mod tests {
             wal_autocheckpoint: 1_000,
             busy_timeout_ms: 1000,
             n_readers: 1,
+            synchronous: crate::config::Synchronous::Normal,
         };
         let store = Store::open(dir.path(), &cfg).unwrap();
         let mut users = store.schema().by_name("users").unwrap().as_ref().clone();

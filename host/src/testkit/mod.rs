@@ -470,6 +470,7 @@ impl PluginFixture {
             wal_autocheckpoint: 1_000,
             busy_timeout_ms: 10_000,
             n_readers: 2,
+            synchronous: crate::config::Synchronous::Normal,
         };
         let store =
             Arc::new(Store::open(&work.join("pb_data"), &cfg).map_err(|e| format!("store: {e}"))?);

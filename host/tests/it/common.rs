@@ -294,6 +294,18 @@ impl Server {
         }
     }
 
+    /// SIGKILL a process server (no shutdown of any kind: what a crash or the OOM killer does)
+    /// and wait for it to be gone.
+    pub fn kill(&mut self) {
+        match self.run.take() {
+            Some(Run::Process(mut child)) => {
+                child.kill().expect("SIGKILL the server");
+                child.wait().expect("reap the killed server");
+            }
+            _ => panic!("kill() needs a process server (Server::start_process)"),
+        }
+    }
+
     /// Stop the server and hand back its data dir (for a restart on the same data).
     pub fn into_dir(mut self) -> TempDir {
         self.stop(Duration::from_secs(5));

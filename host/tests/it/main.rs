@@ -14,6 +14,7 @@ mod batch;
 mod bruteforce;
 mod cache;
 mod compat;
+mod crash;
 mod differential;
 mod files;
 mod fuzz_corpus;

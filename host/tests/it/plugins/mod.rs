@@ -44,7 +44,7 @@ fn wasm(name: &str) -> PathBuf {
 
 /// A work dir whose plugins folder holds `plugins` (file names as given) and whose pb.toml is
 /// `toml`; `None` when the plugins cannot be built (the test skips).
-fn work_dir_with(plugins: &[&str], toml: &str) -> Option<tempfile::TempDir> {
+pub(crate) fn work_dir_with(plugins: &[&str], toml: &str) -> Option<tempfile::TempDir> {
     if !plugins_built() {
         return None;
     }
@@ -136,7 +136,7 @@ fn entry<'a>(report: &'a Value, file: &str) -> &'a Value {
 }
 
 /// Wait until `/api/plugins` lists exactly `names` as loaded.
-fn wait_loaded(s: &Server, su: &str, names: &[&str]) -> Value {
+pub(crate) fn wait_loaded(s: &Server, su: &str, names: &[&str]) -> Value {
     eventually(&format!("plugins {names:?} loaded"), || {
         let r = s.req("GET", "/api/plugins", Some(su), None);
         let got = loaded(&r.json);
