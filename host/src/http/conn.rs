@@ -308,6 +308,23 @@ impl TargetFix {
     /// `bytes`, the next bytes of a head, as hyper should read them: `None` when they stay as
     /// they are, else the index of the first changed byte and everything from it, rewritten.
     fn rewrite(&mut self, bytes: &[u8]) -> Option<(usize, Vec<u8>)> {
+        if self.state == 2 {
+            return None;
+        }
+        // The usual case: nothing to encode, and the request line ends in these bytes.
+        if !bytes.iter().any(|&b| Self::needs_encoding(b)) {
+            let start = if self.method_seen {
+                Some(0)
+            } else {
+                bytes.iter().position(|&b| b != b'\r' && b != b'\n')
+            };
+            if let Some(k) = start
+                && memchr::memchr(b'\n', &bytes[k..]).is_some()
+            {
+                self.state = 2;
+                return None;
+            }
+        }
         let mut out: Option<(usize, Vec<u8>)> = None;
         for (i, &b) in bytes.iter().enumerate() {
             let encode = match self.state {
