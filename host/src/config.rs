@@ -560,6 +560,27 @@ mod tests {
     }
 
     #[test]
+    fn replication_needs_a_url_and_positive_intervals_when_enabled() {
+        let load = |text: &str| {
+            let dir = tempfile::tempdir().unwrap();
+            let p = dir.path().join("pb.toml");
+            std::fs::write(&p, text).unwrap();
+            Config::load(&Overrides {
+                config: Some(p),
+                ..Overrides::default()
+            })
+        };
+        assert!(load("[replication]\nenabled = false\n").is_ok());
+        let e = load("[replication]\nenabled = true\n").unwrap_err();
+        assert!(e.contains("replication.url"), "{e}");
+        let e = load("[replication]\nenabled = true\nurl = \"/r\"\nsync_interval_ms = 0\n")
+            .unwrap_err();
+        assert!(e.contains("sync_interval_ms"), "{e}");
+        assert!(load("[replication]\nenabled = true\nurl = \"/r\"\n").is_ok());
+        assert!(load("[replication]\nurll = \"/r\"\n").is_err());
+    }
+
+    #[test]
     fn unknown_keys_are_refused() {
         assert!(toml::from_str::<Config>("[http]\nadr = \"x\"").is_err());
     }

@@ -101,7 +101,7 @@ fn alive(pid: u64) -> bool {
 fn notes_collection(s: &Server, su: &str) {
     s.create_collection(
         su,
-        json!({"name": "notes", "type": "base", "createRule": "",
+        json!({"name": "notes", "type": "base", "createRule": "", "listRule": "",
                "fields": [{"name": "n", "type": "number"}]}),
     );
 }
@@ -128,13 +128,36 @@ fn restored_notes(data: &Path) -> (Vec<i64>, String) {
 #[test]
 fn drill_sigkill_both_then_restore_loses_at_most_the_sync_window() {
     let Some(ls) = litestream_bin() else { return };
+    let replica = tempfile::tempdir().unwrap();
+    drill(&ls, replica.path().to_str().unwrap(), "");
+}
+
+/// The drill against moto's S3-compatible server: the same promise over S3.
+#[test]
+fn drill_on_s3_sigkill_both_then_restore_loses_at_most_the_sync_window() {
+    let Some(ls) = litestream_bin() else { return };
+    let Some(moto) = crate::s3::moto() else {
+        return;
+    };
+    let bucket = moto.bucket();
+    let extra = format!(
+        "endpoint = {}\naccess_key_id = \"test\"\nsecret_access_key = \"test\"\n",
+        json!(moto.endpoint)
+    );
+    drill(&ls, &format!("s3://{bucket}/app"), &extra);
+    assert!(
+        moto.keys(&bucket, "app/data.db/")
+            .iter()
+            .any(|k| k.ends_with(".ltx")),
+        "no LTX file in the bucket"
+    );
+}
+
+/// Serve with `url` as the replica (and `extra` in [replication]), write under load, SIGKILL
+/// both processes, restore into a fresh directory with the same settings, and check.
+fn drill(ls: &Path, url: &str, extra: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let replica = dir.path().join("replica");
-    std::fs::write(
-        dir.path().join("pb.toml"),
-        section(replica.to_str().unwrap(), &ls, ""),
-    )
-    .unwrap();
+    std::fs::write(dir.path().join("pb.toml"), section(url, ls, extra)).unwrap();
     let s = Server::start_process_in(dir, Duration::from_secs(20));
     let su = s.su_token();
     let st = wait_state(&s, &su, Duration::from_secs(10), |v| {
@@ -191,7 +214,7 @@ fn drill_sigkill_both_then_restore_loses_at_most_the_sync_window() {
     std::fs::write(
         fresh.path().join("pb.toml"),
         format!(
-            "[replication]\nlitestream = {}\n",
+            "[replication]\nlitestream = {}\n{extra}\n",
             json!(ls.to_str().unwrap())
         ),
     )
@@ -199,13 +222,7 @@ fn drill_sigkill_both_then_restore_loses_at_most_the_sync_window() {
     let started = Instant::now();
     let (ok, out) = ferrobase(
         fresh.path(),
-        &[
-            "restore",
-            "--from",
-            replica.to_str().unwrap(),
-            "--dir",
-            "pb_data",
-        ],
+        &["restore", "--from", url, "--dir", "pb_data"],
     );
     let restore_s = started.elapsed().as_secs_f64();
     assert!(ok, "restore failed: {out}");
@@ -230,7 +247,7 @@ fn drill_sigkill_both_then_restore_loses_at_most_the_sync_window() {
         .map(|(_, at)| killed.saturating_duration_since(*at).as_secs_f64())
         .fold(0.0, f64::max);
     eprintln!(
-        "replication drill: {} acknowledged, {} restored, {} missing, loss window {window:.3} s, restore {restore_s:.2} s",
+        "replication drill ({url}): {} acknowledged, {} restored, {} missing, loss window {window:.3} s, restore {restore_s:.2} s",
         acked_ns.len(),
         restored.len(),
         missing.len()
@@ -333,6 +350,50 @@ fn supervisor_restarts_litestream_and_a_graceful_stop_ships_every_write() {
     let (ns, check) = restored_notes(&fresh.path().join("pb_data"));
     assert_eq!(check, "ok");
     assert_eq!(ns, (0..50).collect::<Vec<_>>());
+
+    // A fresh machine with `restore_if_missing` boots from the replica by itself.
+    let vps = tempfile::tempdir().unwrap();
+    std::fs::write(
+        vps.path().join("pb.toml"),
+        section(&from, &ls, "restore_if_missing = true"),
+    )
+    .unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut child = Command::new(ferrobase_bin())
+        .current_dir(vps.path())
+        .args(["serve", "--http", &addr, "--dir", "pb_data"])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let url = format!("http://{addr}/api/collections/notes/records?perPage=100");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let total = loop {
+        if let Ok(mut r) = agent.get(&url).call()
+            && r.status() == 200
+        {
+            let body: Value =
+                serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap();
+            break body["totalItems"].clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the restored server did not serve the notes"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let st = child.wait().unwrap();
+    assert_eq!(total, 50);
+    assert!(st.success(), "{st}");
 }
 
 /// Restore refuses, changing nothing: an existing data.db without --force, an empty replica,
