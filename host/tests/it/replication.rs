@@ -580,3 +580,36 @@ fn bad_replication_serves_or_refuses_by_required() {
         "{out}"
     );
 }
+
+/// A backup restored by the running server replaces the databases under litestream: it is
+/// started again on the restored files (a new pid, not counted as a restart after a death).
+#[test]
+fn a_backup_restored_by_the_server_restarts_litestream_on_the_new_files() {
+    let Some(ls) = litestream_bin() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let replica = dir.path().join("replica");
+    std::fs::write(
+        dir.path().join("pb.toml"),
+        section(replica.to_str().unwrap(), &ls, ""),
+    )
+    .unwrap();
+    let s = Server::start_process_in(dir, Duration::from_secs(20));
+    let su = s.su_token();
+    let before = wait_state(&s, &su, Duration::from_secs(10), |v| {
+        v["state"] == "running"
+    });
+    let r = s.req(
+        "POST",
+        "/api/backups",
+        Some(&su),
+        Some(&json!({"name": "b.zip"})),
+    );
+    assert_eq!(r.status, 204, "{}", r.json);
+    let r = s.req("POST", "/api/backups/b.zip/restore", Some(&su), None);
+    assert_eq!(r.status, 204, "{}", r.json);
+    let after = wait_state(&s, &su, Duration::from_secs(15), |v| {
+        v["state"] == "running" && v["pid"] != before["pid"]
+    });
+    assert_eq!(after["restarts"], 0, "{after}");
+    assert!(!alive(before["pid"].as_u64().unwrap()));
+}
