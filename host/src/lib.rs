@@ -18,6 +18,7 @@ mod plugins;
 mod query;
 mod realtime;
 mod records;
+mod replication;
 mod schema;
 mod settings;
 mod store;

@@ -23,9 +23,14 @@ pub(crate) async fn health(State(state): State<Shared>, request: Request) -> Res
                 .find(|h| headers.get(*h).is_some_and(|v| !v.as_bytes().is_empty()))
                 .unwrap_or("");
             // PocketBase's meaning: no backup or restore is running now.
-            json!({"canBackup": state.backups.idle(),
+            let mut data = json!({"canBackup": state.backups.idle(),
                    "realIP": client_ip(&settings, headers, request.extensions()),
-                   "possibleProxyHeader": proxy_header})
+                   "possibleProxyHeader": proxy_header});
+            // Ours, not PocketBase's: only while [replication] is on.
+            if let Some(r) = crate::replication::status_json() {
+                data["replication"] = r;
+            }
+            data
         }
         _ => json!({}),
     };

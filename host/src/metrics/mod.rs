@@ -103,6 +103,9 @@ impl Gauge {
     pub(crate) fn dec(&self) {
         self.0.fetch_sub(1, Relaxed);
     }
+    pub(crate) fn set(&self, v: i64) {
+        self.0.store(v, Relaxed);
+    }
 }
 
 /// A counter (only goes up).
@@ -167,6 +170,11 @@ pub(crate) static MAIL_QUEUE: Gauge = Gauge::new();
 pub(crate) static MAIL_SENT: Counter = Counter::new();
 /// Mails given up on (after the retries, or refused by a full queue).
 pub(crate) static MAIL_FAILED: Counter = Counter::new();
+/// Replication (`[replication]`): 1 while it is configured, 1 while its litestream runs, and
+/// how many times that litestream was started again after it died.
+pub(crate) static REPLICATION_ENABLED: Gauge = Gauge::new();
+pub(crate) static REPLICATION_RUNNING: Gauge = Gauge::new();
+pub(crate) static REPLICATION_RESTARTS: Counter = Counter::new();
 
 /// One commit of the writer with `writes` writes in it (a group commit when more than one).
 pub(crate) fn group_commit(writes: usize) {
@@ -381,6 +389,25 @@ impl Collector for All {
             "Mails given up on.",
             NONE,
             MAIL_FAILED.0.load(Relaxed),
+        )?;
+        gauge(
+            &mut enc,
+            "ferrobase_replication_enabled",
+            "1 when [replication] is on.",
+            REPLICATION_ENABLED.0.load(Relaxed),
+        )?;
+        gauge(
+            &mut enc,
+            "ferrobase_replication_running",
+            "1 while the supervised litestream process runs.",
+            REPLICATION_RUNNING.0.load(Relaxed),
+        )?;
+        counter(
+            &mut enc,
+            "ferrobase_replication_restarts",
+            "Times litestream was started again after it exited.",
+            NONE,
+            REPLICATION_RESTARTS.0.load(Relaxed),
         )?;
         encode_process(&mut enc)
     }

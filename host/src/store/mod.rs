@@ -596,6 +596,9 @@ impl Store {
 
         let (tx, rx) = mpsc::channel::<Job>();
         let feed = Arc::clone(&changes);
+        // wal_autocheckpoint = 0 means checkpoints are someone else's (Litestream's, while
+        // replication is on: a TRUNCATE of ours could reset the WAL under it).
+        let truncate_on_close = cfg.wal_autocheckpoint > 0;
         // One thread owns the only write connection: every write and transaction runs here in
         // order, so writers never contend for SQLite's lock and readers never wait on them.
         let handle = std::thread::Builder::new()
@@ -604,7 +607,9 @@ impl Store {
             .spawn(move || {
                 crate::batch_thread();
                 // Last act before the process lets go of the file: fold the WAL back in.
-                if let Some(writer) = writer_loop(writer, &rx, &feed) {
+                if let Some(writer) = writer_loop(writer, &rx, &feed)
+                    && truncate_on_close
+                {
                     let _ = writer.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
                 }
             })?;

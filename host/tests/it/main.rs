@@ -27,6 +27,7 @@ mod operate;
 mod plugins;
 mod query_snapshots;
 mod realtime;
+mod replication;
 mod s3;
 mod security;
 mod settings;

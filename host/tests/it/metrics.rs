@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// The Python with `prometheus-client` (scripts/test.sh installs it into `.venv-prom`).
-fn prom_python() -> Option<PathBuf> {
+pub fn prom_python() -> Option<PathBuf> {
     crate::common::tool(
         "FERROBASE_PROM_PYTHON",
         ".venv-prom/bin/python",
@@ -31,10 +31,10 @@ print(json.dumps(out))
 "#;
 
 /// One sample: its labels (sorted) and value, by sample name.
-type Samples = BTreeMap<String, Vec<(BTreeMap<String, String>, f64)>>;
+pub type Samples = BTreeMap<String, Vec<(BTreeMap<String, String>, f64)>>;
 
 /// `text` through the strict parser (a malformed exposition fails the test).
-fn parse(py: &Path, text: &str) -> Samples {
+pub fn parse(py: &Path, text: &str) -> Samples {
     let mut child = Command::new(py)
         .args(["-c", PARSE])
         .stdin(Stdio::piped())
@@ -64,7 +64,7 @@ fn parse(py: &Path, text: &str) -> Samples {
 }
 
 /// The value of `name` with exactly these labels among others (0 when absent).
-fn value(s: &Samples, name: &str, labels: &[(&str, &str)]) -> f64 {
+pub fn value(s: &Samples, name: &str, labels: &[(&str, &str)]) -> f64 {
     s.get(name)
         .into_iter()
         .flatten()
