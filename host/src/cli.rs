@@ -211,8 +211,17 @@ fn overrides(cli: &Cli) -> Overrides {
 
 fn serve(cfg: Config, overrides: Overrides) -> anyhow::Result<()> {
     let cfg = Arc::new(cfg);
-    let supervisor = start_replication(&cfg)?;
-    let served = serve_until_stopped(cfg, overrides);
+    restore_if_missing(&cfg)?;
+    let store = app::open_store(&cfg).map_err(anyhow::Error::msg)?;
+    // Litestream starts once the databases exist (the store just opened or created them).
+    let supervisor = match start_replication(&cfg) {
+        Ok(s) => s,
+        Err(e) => {
+            store.close();
+            return Err(e);
+        }
+    };
+    let served = serve_until_stopped(cfg, store, overrides);
     // The store is closed by now: litestream's final sync ships the last commits.
     if let Some(s) = supervisor {
         s.stop();
@@ -220,15 +229,12 @@ fn serve(cfg: Config, overrides: Overrides) -> anyhow::Result<()> {
     served
 }
 
-/// `[replication]` on `serve`: restore a missing data.db first when asked, then start
-/// supervising litestream. A failure stops the start only when `required = true`.
-fn start_replication(cfg: &Config) -> anyhow::Result<Option<replication::Supervisor>> {
+/// `[replication]`'s `restore_if_missing` on `serve`: a missing data.db is restored from the
+/// replica before the store opens. A failure stops the start only when `required = true`.
+fn restore_if_missing(cfg: &Config) -> anyhow::Result<()> {
     let r = &cfg.replication;
-    if !r.enabled {
-        return Ok(None);
-    }
     let dir = &cfg.store.dir;
-    if r.restore_if_missing && !dir.join("data.db").exists() {
+    if r.enabled && r.restore_if_missing && !dir.join("data.db").exists() {
         let restored = replication::restore(&replication::Restore {
             cfg: r,
             from: &r.url,
@@ -249,9 +255,17 @@ fn start_replication(cfg: &Config) -> anyhow::Result<Option<replication::Supervi
             }
         }
     }
-    // The databases exist before litestream looks for them.
-    app::open_store(cfg).map_err(anyhow::Error::msg)?.close();
-    let (supervisor, started) = replication::Supervisor::start(r, dir);
+    Ok(())
+}
+
+/// `[replication]` on `serve`: supervise litestream. A failure stops the start only when
+/// `required = true`.
+fn start_replication(cfg: &Config) -> anyhow::Result<Option<replication::Supervisor>> {
+    let r = &cfg.replication;
+    if !r.enabled {
+        return Ok(None);
+    }
+    let (supervisor, started) = replication::Supervisor::start(r, &cfg.store.dir);
     if let Err(e) = started {
         if r.required {
             if let Some(s) = supervisor {
@@ -290,8 +304,11 @@ fn restore_from_replica(
     Ok(())
 }
 
-fn serve_until_stopped(cfg: Arc<Config>, overrides: Overrides) -> anyhow::Result<()> {
-    let store = app::open_store(&cfg).map_err(anyhow::Error::msg)?;
+fn serve_until_stopped(
+    cfg: Arc<Config>,
+    store: Arc<store::Store>,
+    overrides: Overrides,
+) -> anyhow::Result<()> {
     let listener = std::net::TcpListener::bind(&cfg.http.addr)?;
     listener.set_nonblocking(true)?;
     tracing::info!(addr = %listener.local_addr()?, dir = %cfg.store.dir.display(), "ferrobase serving");

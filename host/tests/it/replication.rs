@@ -475,11 +475,18 @@ fn restore_refusals_change_nothing() {
         .unwrap();
     };
     conf(&ls);
+    // `ferrobase <args>` in root fails, saying `why`.
+    let refused = |args: &[&str], why: &str| {
+        let (ok, out) = ferrobase(root, args);
+        assert!(!ok, "{out}");
+        assert!(out.contains(why), "{out}");
+    };
     let empty = root.join("empty");
     std::fs::create_dir(&empty).unwrap();
-    let (ok, out) = ferrobase(root, &["restore", "--from", empty.to_str().unwrap()]);
-    assert!(!ok);
-    assert!(out.contains("holds no replica of data.db"), "{out}");
+    refused(
+        &["restore", "--from", empty.to_str().unwrap()],
+        "holds no replica of data.db",
+    );
     assert!(!root.join("pb_data/data.db").exists());
 
     // A replica of a database that is not PocketBase's.
@@ -507,47 +514,34 @@ fn restore_refusals_change_nothing() {
     assert!(ok, "{out}");
     let data = root.join("pb_data/data.db");
     let before = std::fs::read(&data).unwrap();
-    let (ok, out) = ferrobase(
-        root,
+    refused(
         &["restore", "--from", foreign.to_str().unwrap(), "--force"],
-    );
-    assert!(!ok);
-    assert!(
-        out.contains("is not a Ferrobase/PocketBase database"),
-        "{out}"
+        "is not a Ferrobase/PocketBase database",
     );
     assert_eq!(std::fs::read(&data).unwrap(), before);
     // Without --force an existing data.db is never replaced.
-    let (ok, out) = ferrobase(root, &["restore", "--from", foreign.to_str().unwrap()]);
-    assert!(!ok);
-    assert!(out.contains("add --force"), "{out}");
+    refused(
+        &["restore", "--from", foreign.to_str().unwrap()],
+        "add --force",
+    );
     assert_eq!(std::fs::read(&data).unwrap(), before);
 
-    let (ok, out) = ferrobase(root, &["restore", "--from", "gcs://bucket/x", "--force"]);
-    assert!(!ok);
-    assert!(out.contains("unsupported scheme"), "{out}");
+    refused(
+        &["restore", "--from", "gcs://bucket/x", "--force"],
+        "unsupported scheme",
+    );
 
     // With --force, the binary is what refuses (before anything is touched).
     conf(Path::new("/nonexistent/litestream"));
-    let (ok, out) = ferrobase(
-        root,
+    refused(
         &["restore", "--from", empty.to_str().unwrap(), "--force"],
-    );
-    assert!(!ok);
-    assert!(
-        out.contains("litestream not found: looked for /nonexistent/litestream"),
-        "{out}"
+        "litestream not found: looked for /nonexistent/litestream",
     );
     let old = fake_litestream(root, "0.3.13", 0);
     conf(&old);
-    let (ok, out) = ferrobase(
-        root,
+    refused(
         &["restore", "--from", empty.to_str().unwrap(), "--force"],
-    );
-    assert!(!ok);
-    assert!(
-        out.contains("unsupported litestream version \"0.3.13\""),
-        "{out}"
+        "unsupported litestream version \"0.3.13\"",
     );
     assert_eq!(std::fs::read(&data).unwrap(), before);
 }
