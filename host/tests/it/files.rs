@@ -7,10 +7,10 @@ use crate::s3::{Files, count_files, files_of};
 use serde_json::{Value, json};
 use std::time::Duration;
 
-const BOUNDARY: &str = "----ferrobase-files-test";
+pub(super) const BOUNDARY: &str = "----ferrobase-files-test";
 
 /// A multipart body of text values and files (part name, file name, bytes).
-fn multipart(values: &[(&str, &str)], files: &[(&str, &str, &[u8])]) -> Vec<u8> {
+pub(super) fn multipart(values: &[(&str, &str)], files: &[(&str, &str, &[u8])]) -> Vec<u8> {
     let mut b = Vec::new();
     for (k, v) in values {
         b.extend_from_slice(

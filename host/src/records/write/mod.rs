@@ -395,7 +395,9 @@ impl<'a> Writer<'a> {
 
     /// `notify`, with the write's file work done first once it committed: uploads placed,
     /// dropped files deleted, the folders of deleted records (cascades included) removed. A
-    /// write that does not commit drops `pending`, which deletes its temporary files.
+    /// write that does not commit drops `pending`, which deletes its temporary files. The work
+    /// is noted in the files area before the write is queued (see `files::Intent`), so a crash
+    /// after the COMMIT and before the work is finished by the next start.
     fn with_files(
         &self,
         notify: Option<OnCommit<WriteOutcome>>,
@@ -403,14 +405,16 @@ impl<'a> Writer<'a> {
         id: &str,
         pending: draft::Pending,
         dropped: Vec<String>,
+        deleting: bool,
     ) -> Option<OnCommit<WriteOutcome>> {
-        let delete = pending.is_empty() && dropped.is_empty();
+        let folder = deleting && draft::has_files(c);
         // Nothing to place or drop: only a delete of a record that can have files has work.
-        if pending.is_empty() && dropped.is_empty() && !(delete && draft::has_files(c)) {
+        if pending.is_empty() && dropped.is_empty() && !folder {
             return notify;
         }
         let files = Arc::clone(&self.records.files);
         let (cid, id) = (c.id.clone(), id.to_owned());
+        let intent = files.intend(&cid, &id, &pending, &dropped, folder);
         Some(Box::new(move |out: &WriteOutcome| {
             let inner = notify.and_then(|n| n(out));
             let mut folders: Vec<(String, String)> = Vec::new();
@@ -437,6 +441,7 @@ impl<'a> Writer<'a> {
                     place: pending,
                     delete: dropped,
                     folders,
+                    intent,
                 });
                 if let Some(a) = inner {
                     a();
@@ -594,7 +599,7 @@ impl<'a> Writer<'a> {
             in_tx: self.in_tx(slots),
         };
         let notify = self.commit_notice(c, Action::Create, None);
-        let notify = self.with_files(notify, c, &prepared.id, pending, Vec::new());
+        let notify = self.with_files(notify, c, &prepared.id, pending, Vec::new(), false);
         let id = prepared.id.clone();
         let saved = self.save(prepared, notify).await;
         self.settle_files(c, &id).await;
@@ -729,7 +734,7 @@ impl<'a> Writer<'a> {
         };
         let notify = self.commit_notice(c, Action::Update, wanted);
         let dropped = draft::dropped_files(c, &before, &draft.values);
-        let notify = self.with_files(notify, c, &prepared.id, pending, dropped);
+        let notify = self.with_files(notify, c, &prepared.id, pending, dropped, false);
         let id = prepared.id.clone();
         let saved = self.save(prepared, notify).await;
         self.settle_files(c, &id).await;
@@ -773,7 +778,7 @@ impl<'a> Writer<'a> {
         let in_tx = self.in_tx(slots);
         let keep_trail = notice_wanted(&self.records.feed, c);
         let notify = self.commit_notice(c, Action::Delete, None);
-        let notify = self.with_files(notify, c, &id, Vec::new(), Vec::new());
+        let notify = self.with_files(notify, c, &id, Vec::new(), Vec::new(), true);
         let deleted_id = id.clone();
         let outcome = self
             .commit_write(
