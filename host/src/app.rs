@@ -36,6 +36,7 @@ pub(crate) fn serve_generations(
     stop: Arc<tokio::sync::watch::Sender<bool>>,
     signal: Option<StopSignal>,
     reload: Option<Reload>,
+    replication: Option<crate::replication::Replication>,
 ) -> Result<(), String> {
     let reload = reload.map(Arc::new);
     let reloaded: Arc<std::sync::Mutex<Option<Config>>> = Arc::default();
@@ -61,6 +62,7 @@ pub(crate) fn serve_generations(
         let rt = runtime().map_err(|e| e.to_string())?;
         let socket = listener.try_clone().map_err(|e| e.to_string())?;
         let (c, b, st) = (Arc::clone(&cfg), Arc::clone(&backups), Arc::clone(&stop));
+        let repl = replication.clone();
         let (rl, slot, ready) = (
             reload.clone(),
             Arc::clone(&reloaded),
@@ -87,7 +89,7 @@ pub(crate) fn serve_generations(
                     () = ready.notified() => {},
                 }
             };
-            serve(c, Arc::clone(&current), socket, shutdown, b).await?;
+            serve(c, Arc::clone(&current), socket, shutdown, b, repl).await?;
             std::io::Result::Ok(current)
         });
         rt.shutdown_timeout(std::time::Duration::from_secs(10));
@@ -123,7 +125,9 @@ pub(crate) fn serve_generations(
                 Ok(s) => {
                     swapped.commit();
                     tracing::info!("backup restored; serving the restored data");
-                    crate::replication::restart();
+                    if let Some(r) = &replication {
+                        r.restart();
+                    }
                     s
                 }
                 Err(e) => {
@@ -266,6 +270,7 @@ pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
     backups: Arc<Backups>,
+    replication: Option<crate::replication::Replication>,
 ) -> std::io::Result<()> {
     let plugins = Plugins::start(
         cfg.plugins.clone(),
@@ -331,6 +336,7 @@ pub(crate) async fn serve(
         throttle: crate::auth::limits::Throttle::new(cfg.auth.clone()),
         mail_cooldowns: Default::default(),
         backups,
+        replication,
         jobs,
         apple_names: Default::default(),
     });

@@ -214,14 +214,15 @@ fn serve(cfg: Config, overrides: Overrides) -> anyhow::Result<()> {
     restore_if_missing(&cfg)?;
     let store = app::open_store(&cfg).map_err(anyhow::Error::msg)?;
     // Litestream starts once the databases exist (the store just opened or created them).
-    let supervisor = match start_replication(&cfg) {
-        Ok(s) => s,
+    let (replication, supervisor) = match start_replication(&cfg) {
+        Ok(Some((r, s))) => (Some(r), s),
+        Ok(None) => (None, None),
         Err(e) => {
             store.close();
             return Err(e);
         }
     };
-    let served = serve_until_stopped(cfg, store, overrides);
+    let served = serve_until_stopped(cfg, store, overrides, replication);
     // The store is closed by now: litestream's final sync ships the last commits.
     if let Some(s) = supervisor {
         s.stop();
@@ -260,12 +261,14 @@ fn restore_if_missing(cfg: &Config) -> anyhow::Result<()> {
 
 /// `[replication]` on `serve`: supervise litestream. A failure stops the start only when
 /// `required = true`.
-fn start_replication(cfg: &Config) -> anyhow::Result<Option<replication::Supervisor>> {
+fn start_replication(
+    cfg: &Config,
+) -> anyhow::Result<Option<(replication::Replication, Option<replication::Supervisor>)>> {
     let r = &cfg.replication;
     if !r.enabled {
         return Ok(None);
     }
-    let (supervisor, started) = replication::Supervisor::start(r, &cfg.store.dir);
+    let (state, supervisor, started) = replication::Supervisor::start(r, &cfg.store.dir);
     if let Err(e) = started {
         if r.required {
             if let Some(s) = supervisor {
@@ -275,7 +278,7 @@ fn start_replication(cfg: &Config) -> anyhow::Result<Option<replication::Supervi
         }
         tracing::error!(error = %e, "replication is not working; serving anyway (required = false)");
     }
-    Ok(supervisor)
+    Ok(Some((state, supervisor)))
 }
 
 fn restore_from_replica(
@@ -308,6 +311,7 @@ fn serve_until_stopped(
     cfg: Arc<Config>,
     store: Arc<store::Store>,
     overrides: Overrides,
+    replication: Option<replication::Replication>,
 ) -> anyhow::Result<()> {
     let listener = std::net::TcpListener::bind(&cfg.http.addr)?;
     listener.set_nonblocking(true)?;
@@ -328,6 +332,7 @@ fn serve_until_stopped(
             }
             Ok(next)
         })),
+        replication,
     )
     .map_err(anyhow::Error::msg)
 }

@@ -27,8 +27,8 @@ pub(crate) async fn health(State(state): State<Shared>, request: Request) -> Res
                    "realIP": client_ip(&settings, headers, request.extensions()),
                    "possibleProxyHeader": proxy_header});
             // Ours, not PocketBase's: only while [replication] is on.
-            if let Some(r) = crate::replication::status_json() {
-                data["replication"] = r;
+            if let Some(r) = &state.replication {
+                data["replication"] = r.status_json();
             }
             data
         }

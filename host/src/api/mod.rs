@@ -58,6 +58,8 @@ pub(crate) struct AppState {
     pub mail_cooldowns: crate::auth::limits::Cooldowns,
     /// The backups folder and the one backup or restore running.
     pub backups: Arc<crate::backups::Backups>,
+    /// Replication's state and supervisor (None: `[replication]` is off).
+    pub replication: Option<crate::replication::Replication>,
     /// PocketBase's built-in cron jobs.
     pub jobs: Arc<crate::jobs::Jobs>,
     /// Apple's user names from its redirects, until their sign-in takes them.

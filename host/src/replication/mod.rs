@@ -6,7 +6,7 @@ mod restore;
 mod supervise;
 
 pub(crate) use restore::{Restore, restore};
-pub(crate) use supervise::{Supervisor, restart, status_json};
+pub(crate) use supervise::{Replication, Supervisor};
 
 use crate::config::ReplicationConfig;
 use std::io::Read as _;

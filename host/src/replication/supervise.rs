@@ -21,8 +21,7 @@ const HEALTHY_RUN: Duration = Duration::from_secs(60);
 /// it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(15);
 
-/// What health and the metrics show. One per process (replication is the process's, across the
-/// server's generations).
+/// What health and the metrics show.
 #[derive(Debug, Clone)]
 struct Status {
     state: &'static str,
@@ -32,27 +31,61 @@ struct Status {
     last_error: Option<String>,
 }
 
-static STATUS: Mutex<Option<Status>> = Mutex::new(None);
+/// Replication while `serve` runs: the state health and the metrics show, and the supervisor's
+/// ear (a restart after a restored backup). Made by [`Supervisor::start`], handed to the
+/// server's state, kept across its generations.
+#[derive(Debug, Clone)]
+pub(crate) struct Replication(Arc<Shared>);
 
-fn update(f: impl FnOnce(&mut Status)) {
-    if let Ok(mut s) = STATUS.lock()
-        && let Some(s) = s.as_mut()
-    {
-        f(s);
-        metrics::REPLICATION_RUNNING.set(i64::from(s.state == "running"));
-    }
+#[derive(Debug)]
+struct Shared {
+    status: Mutex<Status>,
+    ask: Flag,
 }
 
-/// The replication state for `/api/health` (superusers), `None` when replication is off.
-pub(crate) fn status_json() -> Option<Value> {
-    let s = STATUS.lock().ok()?.clone()?;
-    Some(json!({
-        "state": s.state,
-        "replica": s.replica,
-        "pid": s.pid,
-        "restarts": s.restarts,
-        "lastError": s.last_error.unwrap_or_default(),
-    }))
+impl Replication {
+    fn new(replica: &str) -> Self {
+        Self(Arc::new(Shared {
+            status: Mutex::new(Status {
+                state: "starting",
+                replica: replica.to_owned(),
+                pid: None,
+                restarts: 0,
+                last_error: None,
+            }),
+            ask: (Mutex::new(Ask::Nothing), Condvar::new()),
+        }))
+    }
+
+    fn update(&self, f: impl FnOnce(&mut Status)) {
+        if let Ok(mut s) = self.0.status.lock() {
+            f(&mut s);
+            metrics::REPLICATION_RUNNING.set(i64::from(s.state == "running"));
+        }
+    }
+
+    /// The replication state for `/api/health` (superusers).
+    pub(crate) fn status_json(&self) -> Value {
+        let s = self
+            .0
+            .status
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        json!({
+            "state": s.state,
+            "replica": s.replica,
+            "pid": s.pid,
+            "restarts": s.restarts,
+            "lastError": s.last_error.unwrap_or_default(),
+        })
+    }
+
+    /// After the data directory's databases were replaced (a backup restored by the server):
+    /// stop the litestream that still reads the old files and start one on the new ones.
+    pub(crate) fn restart(&self) {
+        ask(&self.0.ask, Ask::Restart);
+    }
 }
 
 /// What the supervising thread is asked to do besides supervising.
@@ -66,9 +99,6 @@ enum Ask {
 
 type Flag = (Mutex<Ask>, Condvar);
 
-/// The running supervisor's flag, for [`restart`].
-static CURRENT: Mutex<Option<Arc<Flag>>> = Mutex::new(None);
-
 fn ask(flag: &Flag, what: Ask) {
     if let Ok(mut a) = flag.0.lock() {
         *a = what;
@@ -76,18 +106,9 @@ fn ask(flag: &Flag, what: Ask) {
     flag.1.notify_all();
 }
 
-/// After the data directory's databases were replaced (a backup restored by the server): stop
-/// the litestream that still reads the old files and start one on the new ones. Nothing when
-/// replication is off.
-pub(crate) fn restart() {
-    if let Some(flag) = CURRENT.lock().ok().and_then(|c| c.clone()) {
-        ask(&flag, Ask::Restart);
-    }
-}
-
 /// The supervising thread's handle; [`Supervisor::stop`] ends it.
 pub(crate) struct Supervisor {
-    stopping: Arc<Flag>,
+    replication: Replication,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -100,24 +121,16 @@ impl Supervisor {
     pub(crate) fn start(
         cfg: &ReplicationConfig,
         data_dir: &Path,
-    ) -> (Option<Self>, Result<(), ReplicationError>) {
+    ) -> (Replication, Option<Self>, Result<(), ReplicationError>) {
         metrics::REPLICATION_ENABLED.set(1);
-        if let Ok(mut s) = STATUS.lock() {
-            *s = Some(Status {
-                state: "starting",
-                replica: cfg.url.clone(),
-                pid: None,
-                restarts: 0,
-                last_error: None,
-            });
-        }
+        let replication = Replication::new(&cfg.url);
         let failed = |e: ReplicationError| {
             let msg = e.to_string();
-            update(|s| {
+            replication.update(|s| {
                 s.state = "failed";
                 s.last_error = Some(msg);
             });
-            (None, Err(e))
+            (replication.clone(), None, Err(e))
         };
         let prepared = Replica::parse(&cfg.url).and_then(|replica| {
             let bin = find_litestream(&cfg.litestream)?;
@@ -129,25 +142,22 @@ impl Supervisor {
             Ok(p) => p,
             Err(e) => return failed(e),
         };
-        update(|s| s.replica = replica.display());
+        replication.update(|s| s.replica = replica.display());
         let probed = probe(&bin, cfg, &replica, &file, data_dir);
         if let Err(e) = &probed {
             let msg = e.to_string();
-            update(|s| s.last_error = Some(msg));
-        }
-        let stopping = Arc::new((Mutex::new(Ask::Nothing), Condvar::new()));
-        let flag = Arc::clone(&stopping);
-        if let Ok(mut c) = CURRENT.lock() {
-            *c = Some(Arc::clone(&stopping));
+            replication.update(|s| s.last_error = Some(msg));
         }
         let cfg = cfg.clone();
+        let theirs = replication.clone();
         let thread = std::thread::Builder::new()
             .name("litestream".into())
-            .spawn(move || supervise(&bin, &cfg, &file, &flag));
+            .spawn(move || supervise(&bin, &cfg, &file, &theirs));
         match thread {
             Ok(t) => (
+                replication.clone(),
                 Some(Self {
-                    stopping,
+                    replication,
                     thread: Some(t),
                 }),
                 probed,
@@ -162,10 +172,7 @@ impl Supervisor {
     /// SIGTERM litestream (it syncs every database one last time) and wait for it; call after
     /// the store is closed, so the last commits are in the WAL it ships.
     pub(crate) fn stop(mut self) {
-        if let Ok(mut c) = CURRENT.lock() {
-            c.take();
-        }
-        ask(&self.stopping, Ask::Stop);
+        ask(&self.replication.0.ask, Ask::Stop);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -186,15 +193,16 @@ fn wait_ask(flag: &Flag, d: Duration) -> Ask {
     }
 }
 
-fn supervise(bin: &Path, cfg: &ReplicationConfig, file: &Path, flag: &Flag) {
+fn supervise(bin: &Path, cfg: &ReplicationConfig, file: &Path, replication: &Replication) {
+    let flag = &replication.0.ask;
     let mut backoff = BACKOFF_MIN;
     loop {
         let started = Instant::now();
-        match spawn(bin, cfg, file) {
+        match spawn(bin, cfg, file, replication) {
             Ok(mut child) => {
                 let pid = child.id();
                 tracing::info!(pid, "litestream replicating");
-                update(|s| {
+                replication.update(|s| {
                     s.state = "running";
                     s.pid = Some(pid);
                 });
@@ -219,7 +227,7 @@ fn supervise(bin: &Path, cfg: &ReplicationConfig, file: &Path, flag: &Flag) {
                     Err(_) => {
                         terminate(&mut child);
                         final_sync(bin, cfg, file);
-                        update(|s| {
+                        replication.update(|s| {
                             s.state = "stopped";
                             s.pid = None;
                         });
@@ -228,7 +236,7 @@ fn supervise(bin: &Path, cfg: &ReplicationConfig, file: &Path, flag: &Flag) {
                 };
                 let msg = format!("litestream exited ({how})");
                 tracing::error!(pid, restart_in_s = backoff.as_secs(), "{msg}");
-                update(|s| {
+                replication.update(|s| {
                     s.state = "restarting";
                     s.pid = None;
                     s.last_error = Some(msg);
@@ -237,7 +245,7 @@ fn supervise(bin: &Path, cfg: &ReplicationConfig, file: &Path, flag: &Flag) {
             Err(e) => {
                 let msg = format!("starting {}: {e}", bin.display());
                 tracing::error!(restart_in_s = backoff.as_secs(), "{msg}");
-                update(|s| {
+                replication.update(|s| {
                     s.state = "restarting";
                     s.last_error = Some(msg);
                 });
@@ -247,16 +255,21 @@ fn supervise(bin: &Path, cfg: &ReplicationConfig, file: &Path, flag: &Flag) {
             backoff = BACKOFF_MIN;
         }
         if wait_ask(flag, backoff) == Ask::Stop {
-            update(|s| s.state = "stopped");
+            replication.update(|s| s.state = "stopped");
             return;
         }
         backoff = (backoff * 2).min(BACKOFF_MAX);
         metrics::REPLICATION_RESTARTS.inc();
-        update(|s| s.restarts += 1);
+        replication.update(|s| s.restarts += 1);
     }
 }
 
-fn spawn(bin: &Path, cfg: &ReplicationConfig, file: &Path) -> std::io::Result<Child> {
+fn spawn(
+    bin: &Path,
+    cfg: &ReplicationConfig,
+    file: &Path,
+    replication: &Replication,
+) -> std::io::Result<Child> {
     let mut c = command(bin, cfg);
     c.args(["replicate", "-no-expand-env", "-config"])
         .arg(file)
@@ -266,14 +279,16 @@ fn spawn(bin: &Path, cfg: &ReplicationConfig, file: &Path) -> std::io::Result<Ch
     let mut child = c.spawn()?;
     // Litestream logs to stdout; stderr carries what goes wrong before its logger exists.
     if let Some(out) = child.stdout.take() {
+        let r = replication.clone();
         let _ = std::thread::Builder::new()
             .name("litestream-log".into())
-            .spawn(move || forward_log(BufReader::new(out)));
+            .spawn(move || forward_log(BufReader::new(out), &r));
     }
     if let Some(err) = child.stderr.take() {
+        let r = replication.clone();
         let _ = std::thread::Builder::new()
             .name("litestream-log".into())
-            .spawn(move || forward_log(BufReader::new(err)));
+            .spawn(move || forward_log(BufReader::new(err), &r));
     }
     Ok(child)
 }
@@ -281,11 +296,11 @@ fn spawn(bin: &Path, cfg: &ReplicationConfig, file: &Path) -> std::io::Result<Ch
 /// Litestream's lines (`time=... level=INFO msg=...`) into our log: errors and warnings at
 /// their level (an error, or a line without a level such as Go's `Error: ...`, is also kept
 /// as the last error health shows), the rest at debug.
-fn forward_log(r: impl BufRead) {
+fn forward_log(r: impl BufRead, replication: &Replication) {
     for line in r.lines().map_while(Result::ok) {
         if line.contains("level=ERROR") || !line.contains("level=") {
             tracing::error!(target: "litestream", "{line}");
-            update(|s| s.last_error = Some(line.clone()));
+            replication.update(|s| s.last_error = Some(line.clone()));
         } else if line.contains("level=WARN") {
             tracing::warn!(target: "litestream", "{line}");
         } else {

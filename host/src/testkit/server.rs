@@ -51,7 +51,7 @@ impl InProcess {
         let stopping = std::sync::Arc::clone(&stop);
         let thread = std::thread::Builder::new()
             .name(format!("server {addr}"))
-            .spawn(move || app::serve_generations(cfg, db, listener, stopping, None, None))
+            .spawn(move || app::serve_generations(cfg, db, listener, stopping, None, None, None))
             .map_err(|e| e.to_string())?;
         Ok(InProcess {
             addr,

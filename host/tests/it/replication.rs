@@ -55,15 +55,36 @@ fn replication_state(s: &Server, su: &str) -> Value {
     r.json["data"]["replication"].clone()
 }
 
-/// Health's replication state once `ok` holds for it (within `wait`).
+/// Health's replication state, or None when the request did not get an answer (the server
+/// swapping generations after a restore closes the connections it had).
+fn try_replication_state(s: &Server, su: &str) -> Option<Value> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(5)))
+        .build()
+        .into();
+    let mut r = agent
+        .get(format!("http://{}/api/health", s.addr))
+        .header("Authorization", su)
+        .call()
+        .ok()?;
+    assert_eq!(r.status().as_u16(), 200);
+    let v: Value = serde_json::from_str(&r.body_mut().read_to_string().ok()?).ok()?;
+    Some(v["data"]["replication"].clone())
+}
+
+/// Health's replication state once `ok` holds for it (within `wait`); a request without an
+/// answer is asked again.
 fn wait_state(s: &Server, su: &str, wait: Duration, ok: impl Fn(&Value) -> bool) -> Value {
     let deadline = Instant::now() + wait;
     loop {
-        let st = replication_state(s, su);
-        if ok(&st) {
-            return st;
+        let st = try_replication_state(s, su);
+        if let Some(st) = &st
+            && ok(st)
+        {
+            return st.clone();
         }
-        assert!(Instant::now() < deadline, "replication state stayed {st}");
+        assert!(Instant::now() < deadline, "replication state stayed {st:?}");
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -359,15 +380,17 @@ fn supervisor_restarts_litestream_and_a_graceful_stop_ships_every_write() {
     )
     .unwrap();
     let addr = format!("127.0.0.1:{}", free_port());
-    let mut child = Command::new(ferrobase_bin())
-        .current_dir(vps.path())
-        .args(["serve", "--http", &addr, "--dir", "pb_data"])
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = Terminated(Some(
+        Command::new(ferrobase_bin())
+            .current_dir(vps.path())
+            .args(["serve", "--http", &addr, "--dir", "pb_data"])
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    ));
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()
@@ -388,12 +411,31 @@ fn supervisor_restarts_litestream_and_a_graceful_stop_ships_every_write() {
         );
         std::thread::sleep(Duration::from_millis(50));
     };
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let st = child.wait().unwrap();
+    let st = child.terminate();
     assert_eq!(total, 50);
     assert!(st.success(), "{st}");
+}
+
+/// A server started by hand, sent SIGTERM and waited for when the test ends, failed or not (it
+/// and its Litestream child never outlive the test).
+struct Terminated(Option<std::process::Child>);
+
+impl Terminated {
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut child = self.0.take().expect("running");
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        child.wait().unwrap()
+    }
+}
+
+impl Drop for Terminated {
+    fn drop(&mut self) {
+        if self.0.is_some() {
+            self.terminate();
+        }
+    }
 }
 
 /// Point-in-time recovery: `ferrobase restore --timestamp T` brings back the data as it was at
