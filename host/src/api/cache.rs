@@ -121,6 +121,8 @@ pub(crate) struct ResponseEntry {
     pub tables: Vec<String>,
     /// Only updates and deletes in these tables do (a view that reads one known row).
     pub row_tables: Vec<String>,
+    /// That row's rowid, when known: then only an update or delete of that very row does.
+    pub row: Option<i64>,
 }
 
 pub(crate) struct Caches {
@@ -189,11 +191,36 @@ impl Caches {
         found
     }
 
+    /// What the cache holds for `key` for a request that arrived at `arrival` (a waiter): a
+    /// body it may take (still valid, or computed from reads that began at or after `arrival`),
+    /// an entry too old for it (`Some(None)`; left for the waiters it suits), or nothing.
+    pub(crate) fn response_since(
+        &self,
+        changes: &Changes,
+        key: &str,
+        arrival: Stamp,
+    ) -> Option<Option<Bytes>> {
+        let e = self.responses.get(key)?;
+        let found =
+            (e.stamp.not_before(arrival) || self.still_valid(changes, &e)).then(|| e.body.clone());
+        metrics::cache(metrics::Cache::Responses, found.is_some());
+        Some(found)
+    }
+
+    fn still_valid(&self, changes: &Changes, e: &ResponseEntry) -> bool {
+        let row_kept = match e.row {
+            Some(rowid) => e
+                .row_tables
+                .iter()
+                .all(|t| changes.row_unchanged_since(e.stamp, t, rowid)),
+            None => changes.rows_unchanged_since(e.stamp, e.row_tables.iter().map(String::as_str)),
+        };
+        row_kept && changes.unchanged_since(e.stamp, e.tables.iter().map(String::as_str))
+    }
+
     fn valid_response(&self, changes: &Changes, key: &str) -> Option<Bytes> {
         let e = self.responses.get(key)?;
-        if changes.unchanged_since(e.stamp, e.tables.iter().map(String::as_str))
-            && changes.rows_unchanged_since(e.stamp, e.row_tables.iter().map(String::as_str))
-        {
+        if self.still_valid(changes, &e) {
             Some(e.body.clone())
         } else {
             self.responses.remove(key);
@@ -264,13 +291,14 @@ mod tests {
                 stamp,
                 tables: vec!["posts".into()],
                 row_tables: Vec::new(),
+                row: None,
             },
         );
         assert!(c.response(&changes, "k").is_some());
-        changes.touch("users", true);
+        changes.touch("users", true, 1);
         changes.publish();
         assert!(c.response(&changes, "k").is_some());
-        changes.touch("posts", false);
+        changes.touch("posts", false, 1);
         changes.publish();
         assert!(c.response(&changes, "k").is_none());
     }

@@ -76,7 +76,7 @@ pub(crate) async fn download(
         .by_id_or_name(&key)
         .cloned()
         .ok_or_else(ApiError::not_found)?;
-    let (row, _, _) = read::view(&state.store, &c, id.clone(), None, None, None)
+    let (row, _, _, _) = read::view(&state.store, &c, id.clone(), None, None, None, false)
         .await
         .map_err(|_| ApiError::not_found())?;
     // The name must be one of the record's files; that field decides whether it is protected.
@@ -121,7 +121,7 @@ pub(crate) async fn download(
         let rule = records::condition(&schema, &c, Action::View, &access)
             .map_err(|_| ApiError::not_found())?;
         if rule.is_some() {
-            read::view(&state.store, &c, id.clone(), rule, None, None)
+            read::view(&state.store, &c, id.clone(), rule, None, None, false)
                 .await
                 .map_err(|_| ApiError::not_found())?;
         }

@@ -141,10 +141,11 @@ pub(crate) async fn list(
     let who = caller(&state, headers).await;
     limit(&state, &request, who.as_ref(), &c, "list")?;
     let cache_key = response_key("list", &c, "", raw, who.as_ref());
-    let _leader = match cached_or_lead(&state, &cache_key).await {
-        Ok(hit) => return Ok(hit),
-        Err(leader) => leader,
-    };
+    let (_leader, stamp) =
+        match cached_or_lead(&state, &cache_key, stamp, who.as_ref(), headers).await {
+            Ok(hit) => return Ok(hit),
+            Err(lead) => lead,
+        };
     let q = query_map(raw);
     let access = Access::request(who.as_ref(), method.as_str(), path, headers, &q, None);
     let text = |k: &str| q.get(k).and_then(Value::as_str);
@@ -200,26 +201,65 @@ pub(crate) async fn list(
             .as_bytes(),
     );
     let body = Bytes::from(out);
-    remember(&state, cache_key, stamp, deps, &body);
+    remember(&state, cache_key, stamp, deps, &body, None);
     Ok(json_bytes(body))
 }
 
 /// A cached response, or else (after waiting for an identical request already computing it)
 /// the right to compute it: the guard lets the waiters go when dropped.
+/// A cached answer for `key`, or the right to compute it with the stamp to keep it under.
+///
+/// One request computes a missing answer at a time; the others wait for it. A waiter takes the
+/// answer when it is still valid, or when its computation began after the waiter arrived
+/// (`arrival`, its stamp): it then reflects every write that finished before the waiter was
+/// sent, whatever was written since. Otherwise the waiter tries again, to lead or to wait for
+/// the next computation, so that under a stream of writes one computation at a time serves
+/// everyone waiting instead of each of them scanning at once. A leader's stamp is taken when it
+/// starts computing, unless the schema or its caller's collection (read on arrival) changed
+/// meanwhile: then its arrival stamp.
 async fn cached_or_lead<'a>(
     state: &'a Shared,
     key: &str,
-) -> Result<Response, Option<super::cache::Leader<'a>>> {
-    if let Some(body) = state.caches.response(state.store.changes(), key) {
+    arrival: crate::store::Stamp,
+    who: Option<&Caller>,
+    headers: &axum::http::HeaderMap,
+) -> Result<Response, (Option<super::cache::Leader<'a>>, crate::store::Stamp)> {
+    /// Rounds of waiting before a request computes on its own.
+    const ROUNDS: usize = 4;
+    let changes = state.store.changes();
+    if let Some(body) = state.caches.response(changes, key) {
         return Ok(json_bytes(body));
     }
-    let leader = state.caches.lead_or_wait(key).await;
-    if leader.is_none()
-        && let Some(body) = state.caches.response(state.store.changes(), key)
-    {
-        return Ok(json_bytes(body));
+    for _ in 0..ROUNDS {
+        match state.caches.lead_or_wait(key).await {
+            Some(leader) => {
+                let now = changes.stamp();
+                let read_on_arrival = match who {
+                    Some(w) => vec![
+                        "_collections".to_owned(),
+                        w.collection.name.to_ascii_lowercase(),
+                    ],
+                    // A token that named no one may name someone after a write.
+                    None if headers.contains_key(axum::http::header::AUTHORIZATION) => {
+                        return Err((Some(leader), arrival));
+                    }
+                    None => vec!["_collections".to_owned()],
+                };
+                let unchanged =
+                    changes.unchanged_since(arrival, read_on_arrival.iter().map(String::as_str));
+                return Err((Some(leader), if unchanged { now } else { arrival }));
+            }
+            None if !state.caches.responses.enabled() => return Err((None, arrival)),
+            None => match state.caches.response_since(changes, key, arrival) {
+                Some(Some(body)) => return Ok(json_bytes(body)),
+                // Too old for this request: the next computation will not be.
+                Some(None) => {}
+                // The leader kept nothing (an answer that may not be cached): compute.
+                None => return Err((None, arrival)),
+            },
+        }
     }
-    Err(leader)
+    Err((None, arrival))
 }
 
 /// The response cache's key: route kind, collection, record id, raw query string and caller.
@@ -263,7 +303,7 @@ impl Deps {
 
 /// What a response read, for the cache; None when it must not be cached at all. `one_row`:
 /// the response shows one known row of the base table (a view), so inserts there cannot
-/// change it, only updates and deletes can.
+/// change it, only updates and deletes of that row can.
 /// `sel`: the compiled statement, when there is one (a view without a rule has none: it reads
 /// only its own table).
 fn cache_deps(
@@ -288,7 +328,9 @@ fn cache_deps(
         return None;
     }
     let mut row_tables = Vec::new();
-    if one_row && !expand && tables.len() == 1 {
+    // Only a rule that reads nothing but the row itself (no join: a self-relation or
+    // `@collection` of the same table reads its other rows) leaves the answer to that row.
+    if one_row && !expand && tables.len() == 1 && sel.is_none_or(|s| s.joins.is_empty()) {
         row_tables = std::mem::take(&mut tables);
     }
     tables.push("_collections".into());
@@ -320,6 +362,7 @@ fn remember(
     stamp: crate::store::Stamp,
     deps: Option<Deps>,
     body: &Bytes,
+    row: Option<i64>,
 ) {
     if let Some(d) = deps {
         state.caches.keep_response(
@@ -329,6 +372,7 @@ fn remember(
                 stamp,
                 tables: d.tables,
                 row_tables: d.row_tables,
+                row,
             },
         );
     }
@@ -355,10 +399,11 @@ pub(crate) async fn view(
     let who = caller(&state, headers).await;
     limit(&state, &request, who.as_ref(), &c, "view")?;
     let cache_key = response_key("view", &c, &id, raw, who.as_ref());
-    let _leader = match cached_or_lead(&state, &cache_key).await {
-        Ok(hit) => return Ok(hit),
-        Err(leader) => leader,
-    };
+    let (_leader, stamp) =
+        match cached_or_lead(&state, &cache_key, stamp, who.as_ref(), headers).await {
+            Ok(hit) => return Ok(hit),
+            Err(lead) => lead,
+        };
     let q = query_map(raw);
     let access = Access::request(who.as_ref(), method.as_str(), path, headers, &q, None);
     let rule = records::condition(&schema, &c, Action::View, &access)?;
@@ -375,13 +420,16 @@ pub(crate) async fn view(
     let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
         .map_err(|_| ApiError::bad_request())?;
     let expand = read::expanding(&schema, &access, q.get("expand").and_then(Value::as_str));
-    let (row, expanded, managed) = read::view(&state.store, &c, id, rule, expand, manage).await?;
+    // A view that reads only its own row is kept until that row changes (its rowid says which).
+    let by_row = deps.as_ref().is_some_and(|d| !d.row_tables.is_empty());
+    let (row, expanded, managed, rowid) =
+        read::view(&state.store, &c, id, rule, expand, manage, by_row).await?;
     let mut view = access.viewer();
     view.owner_view = managed;
     let body = Bytes::from(
         serde_json::to_vec(&shape(&c, row, &view, &fields, expanded)).unwrap_or_default(),
     );
-    remember(&state, cache_key, stamp, deps, &body);
+    remember(&state, cache_key, stamp, deps, &body, rowid);
     Ok(json_bytes(body))
 }
 

@@ -165,7 +165,9 @@ pub(crate) async fn page(
 }
 
 /// One record passing `rule` (the caller's view rule, as a condition), with its expansions,
-/// and whether `manage` (from [`manage_select`]) holds for it.
+/// and whether `manage` (from [`manage_select`]) holds for it. With `rowid`, also the row's
+/// rowid (read first: a row deleted and made again under the same id meanwhile leaves the old
+/// rowid, whose delete tells a cache the answer is stale).
 pub(crate) async fn view(
     store: &Store,
     c: &Arc<Collection>,
@@ -173,9 +175,14 @@ pub(crate) async fn view(
     rule: Option<Select>,
     expand: Option<(ExpandPaths, ExpandCtx)>,
     manage: Option<Select>,
-) -> Result<(StoreRecord, Expanded, bool)> {
+    rowid: bool,
+) -> Result<(StoreRecord, Expanded, bool, Option<i64>)> {
     store
         .read(|conn| {
+            let rowid = match rowid {
+                true => store_records::rowid_of(conn, c, &id)?,
+                false => None,
+            };
             let Some(row) = store_records::get(conn, c, &id, rule.as_ref())? else {
                 return Ok(None);
             };
@@ -185,7 +192,11 @@ pub(crate) async fn view(
                 Some(m) => !managed_ids(conn, c, m, &rows)?.is_empty(),
                 None => false,
             };
-            Ok(rows.into_iter().zip(e).next().map(|(r, e)| (r, e, managed)))
+            Ok(rows
+                .into_iter()
+                .zip(e)
+                .next()
+                .map(|(r, e)| (r, e, managed, rowid)))
         })
         .await?
         .ok_or(RecordError::NotFound)

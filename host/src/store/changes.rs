@@ -5,6 +5,9 @@
 //! back, each touched table gets a new version from one monotonic counter. A reader that took a
 //! [`Stamp`] before it read can later tell whether anything it depended on changed since: that
 //! is how caches stay correct without ever serving a response older than a committed write.
+//!
+//! Updates and deletes are also kept per row (by rowid, a bounded log per table), so a result
+//! that shows one known row (a record's view) stays valid while other rows of its table change.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,9 +24,40 @@ pub(crate) struct Changes {
     versions: RwLock<HashMap<String, u64>>,
     /// The same, counting only updates and deletes (changes to rows that existed before).
     rewrites: RwLock<HashMap<String, u64>>,
-    /// Tables touched by the job running on the writer now, and whether any existing row was
-    /// updated or deleted (only the writer thread uses it).
-    touched: Mutex<HashMap<String, bool>>,
+    /// Per table, the rows updated or deleted lately, with their versions.
+    rows: RwLock<HashMap<String, RowLog>>,
+    /// Tables touched by the job running on the writer now: whether any existing row was
+    /// updated or deleted, and which (only the writer thread uses it).
+    touched: Mutex<HashMap<String, Touched>>,
+}
+
+/// Rows of one table a write job updated or deleted.
+#[derive(Debug, Default)]
+struct Touched {
+    rewrite: bool,
+    /// The rowids, until [`ROWS_PER_JOB`]; past it, `many`.
+    rows: Vec<i64>,
+    many: bool,
+}
+
+/// Most rewritten rows one job notes per table (past it, the table's log starts over).
+const ROWS_PER_JOB: usize = 256;
+/// Most rows a table's log holds (past it, it starts over).
+const ROWS_PER_TABLE: usize = 8192;
+
+/// One table's recently rewritten rows. What is older than `floor` is forgotten: a stamp from
+/// before it cannot be told apart from any row's rewrite.
+#[derive(Debug, Default)]
+struct RowLog {
+    floor: u64,
+    rows: HashMap<i64, u64>,
+}
+
+impl Stamp {
+    /// Was this stamp taken at or after `other`?
+    pub(crate) fn not_before(self, other: Stamp) -> bool {
+        self.0 >= other.0
+    }
 }
 
 impl Changes {
@@ -55,13 +89,33 @@ impl Changes {
         none_newer(&self.rewrites, stamp, tables)
     }
 
+    /// Has the row `rowid` of `table` (lowercase), which existed at `stamp`, been neither
+    /// updated nor deleted since? False when the table's log no longer reaches back that far.
+    pub(crate) fn row_unchanged_since(&self, stamp: Stamp, table: &str, rowid: i64) -> bool {
+        if none_newer(&self.rewrites, stamp, [table]) {
+            return true;
+        }
+        let Ok(logs) = self.rows.read() else {
+            return false;
+        };
+        logs.get(table).is_some_and(|log| {
+            log.floor <= stamp.0 && log.rows.get(&rowid).is_none_or(|&at| at <= stamp.0)
+        })
+    }
+
     /// Called by the update hook for each changed row.
-    pub(crate) fn touch(&self, table: &str, rewrite: bool) {
+    pub(crate) fn touch(&self, table: &str, rewrite: bool, rowid: i64) {
         if let Ok(mut t) = self.touched.lock() {
-            match t.get_mut(table) {
-                Some(r) => *r |= rewrite,
-                None => {
-                    t.insert(table.to_owned(), rewrite);
+            let e = match t.get_mut(table) {
+                Some(e) => e,
+                None => t.entry(table.to_owned()).or_default(),
+            };
+            if rewrite {
+                e.rewrite = true;
+                if e.rows.len() < ROWS_PER_JOB {
+                    e.rows.push(rowid);
+                } else {
+                    e.many = true;
                 }
             }
         }
@@ -69,20 +123,34 @@ impl Changes {
 
     /// Called when a write job ends: publish new versions for what it touched.
     pub(crate) fn publish(&self) {
-        let touched: Vec<(String, bool)> = match self.touched.lock() {
+        let touched: Vec<(String, Touched)> = match self.touched.lock() {
             Ok(mut t) if !t.is_empty() => t.drain().collect(),
             _ => return,
         };
-        let (Ok(mut v), Ok(mut r)) = (self.versions.write(), self.rewrites.write()) else {
+        let (Ok(mut v), Ok(mut r), Ok(mut logs)) = (
+            self.versions.write(),
+            self.rewrites.write(),
+            self.rows.write(),
+        ) else {
             return;
         };
         // Versions are written before the counter moves: a reader whose stamp includes this
         // change also sees the new versions.
         let next = self.counter.load(Ordering::Acquire) + 1;
-        for (t, rewrite) in touched {
+        for (t, touch) in touched {
             let t = t.to_ascii_lowercase();
-            if rewrite {
+            if touch.rewrite {
                 r.insert(t.clone(), next);
+                let log = logs.entry(t.clone()).or_default();
+                if touch.many || log.rows.len() + touch.rows.len() > ROWS_PER_TABLE {
+                    // Too many to keep: forget them all, the ones of this job included.
+                    log.rows.clear();
+                    log.floor = next;
+                } else {
+                    for row in touch.rows {
+                        log.rows.insert(row, next);
+                    }
+                }
             }
             v.insert(t, next);
         }
@@ -112,14 +180,14 @@ mod tests {
         let c = Changes::new();
         let before = c.stamp();
         assert!(c.unchanged_since(before, ["posts"]));
-        c.touch("posts", false);
+        c.touch("posts", false, 1);
         c.publish();
         assert!(!c.unchanged_since(before, ["posts", "users"]));
         assert!(
             c.rows_unchanged_since(before, ["posts"]),
             "an insert rewrites no row"
         );
-        c.touch("posts", true);
+        c.touch("posts", true, 1);
         c.publish();
         assert!(!c.rows_unchanged_since(before, ["posts"]));
         assert!(c.unchanged_since(before, ["users"]));
@@ -127,5 +195,60 @@ mod tests {
         assert!(c.unchanged_since(after, ["posts"]));
         c.publish(); // nothing touched: no new version
         assert_eq!(c.stamp(), after);
+    }
+
+    #[test]
+    fn a_row_stays_unchanged_while_other_rows_of_its_table_change() {
+        let c = Changes::new();
+        let before = c.stamp();
+        c.touch("Posts", false, 7); // an insert: no row rewritten
+        c.publish();
+        assert!(c.row_unchanged_since(before, "posts", 1));
+        c.touch("Posts", true, 2);
+        c.touch("Posts", true, 3);
+        c.publish();
+        assert!(c.row_unchanged_since(before, "posts", 1));
+        assert!(!c.row_unchanged_since(before, "posts", 2));
+        assert!(!c.row_unchanged_since(before, "posts", 3));
+        let mid = c.stamp();
+        assert!(
+            c.row_unchanged_since(mid, "posts", 2),
+            "a rewrite before the stamp"
+        );
+        c.touch("posts", true, 1);
+        c.publish();
+        assert!(!c.row_unchanged_since(before, "posts", 1));
+        assert!(!c.row_unchanged_since(mid, "posts", 1));
+        assert!(c.row_unchanged_since(mid, "posts", 3));
+        assert!(c.row_unchanged_since(before, "users", 1), "another table");
+    }
+
+    #[test]
+    fn a_log_that_overflows_forgets_what_came_before_and_says_so() {
+        let c = Changes::new();
+        let before = c.stamp();
+        // One job rewriting more rows than it notes: every row counts as changed.
+        for row in 0..=ROWS_PER_JOB as i64 {
+            c.touch("posts", true, row);
+        }
+        c.publish();
+        let after_many = c.stamp();
+        assert!(!c.row_unchanged_since(before, "posts", 1_000_000));
+        assert!(c.row_unchanged_since(after_many, "posts", 1));
+        // A table's log past its bound starts over: stamps from before the restart are unsure.
+        let mut n = 0i64;
+        while n <= ROWS_PER_TABLE as i64 {
+            for _ in 0..ROWS_PER_JOB / 2 {
+                c.touch("posts", true, 10_000_000 + n);
+                n += 1;
+            }
+            c.publish();
+        }
+        assert!(!c.row_unchanged_since(after_many, "posts", 5));
+        let last = c.stamp();
+        c.touch("posts", true, 1);
+        c.publish();
+        assert!(c.row_unchanged_since(last, "posts", 5));
+        assert!(!c.row_unchanged_since(last, "posts", 1));
     }
 }

@@ -589,8 +589,12 @@ impl Store {
         let changes = Changes::new();
         let feed = Arc::clone(&changes);
         writer.update_hook(Some(
-            move |action: rusqlite::hooks::Action, _: &str, table: &str, _: i64| {
-                feed.touch(table, action != rusqlite::hooks::Action::SQLITE_INSERT)
+            move |action: rusqlite::hooks::Action, _: &str, table: &str, rowid: i64| {
+                feed.touch(
+                    table,
+                    action != rusqlite::hooks::Action::SQLITE_INSERT,
+                    rowid,
+                );
             },
         ));
 

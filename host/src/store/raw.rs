@@ -324,6 +324,10 @@ fn guarded<R>(
     let seen = Arc::clone(&why);
     conn.authorizer(Some(move |ctx: AuthContext<'_>| {
         match policy.decide(&ctx.action, write) {
+            // IGNORE on a DELETE lets it run but turns off SQLite's truncate optimization, which
+            // would empty a table without telling the update hook: the change feed (and with
+            // it every cache) must hear of each row.
+            Ok(()) if matches!(ctx.action, AuthAction::Delete { .. }) => Authorization::Ignore,
             Ok(()) => Authorization::Allow,
             Err(reason) => {
                 if let Ok(mut w) = seen.lock()
@@ -705,6 +709,33 @@ mod tests {
             c.query_row("SELECT count(*) FROM posts", [], |r| r.get::<_, i64>(0))
                 .unwrap(),
             1
+        );
+    }
+
+    /// A plugin's `DELETE FROM t` (no WHERE) deletes row by row, so the update hook, the change
+    /// feed's source, hears of every row (SQLite's truncate optimization would skip it).
+    #[test]
+    fn a_whole_table_delete_is_seen_row_by_row() {
+        let (c, schema) = fixture();
+        c.execute_batch("INSERT INTO posts VALUES ('b', 'y', 's', '[]')")
+            .unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let into = Arc::clone(&seen);
+        c.update_hook(Some(
+            move |_: rusqlite::hooks::Action, _: &str, table: &str, rowid: i64| {
+                into.lock().unwrap().push((table.to_owned(), rowid));
+            },
+        ));
+        let p = Arc::new(Policy::new(&schema, |_, _| false));
+        assert_eq!(x(&c, &p, "DELETE FROM posts").unwrap(), 2);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [("posts".to_owned(), 1), ("posts".to_owned(), 2)]
+        );
+        assert_eq!(
+            c.query_row("SELECT count(*) FROM posts", [], |r| r.get::<_, i64>(0))
+                .unwrap(),
+            0
         );
     }
 

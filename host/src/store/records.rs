@@ -199,6 +199,20 @@ pub(crate) fn count(conn: Conn<'_>, c: &Collection, sel: &Select) -> Result<i64>
     Ok(stmt.query_row(params.as_slice(), |r| r.get(0))?)
 }
 
+/// The rowid of the record `id` of `c` (the change feed names rows by rowid).
+pub(crate) fn rowid_of(conn: Conn<'_>, c: &Collection, id: &str) -> Result<Option<i64>> {
+    let mut sql = String::with_capacity(c.name.len() + 40);
+    sql.push_str("SELECT rowid FROM ");
+    push_qi(&mut sql, &c.name);
+    sql.push_str(" WHERE `id` = ?");
+    let mut stmt = conn.0.prepare_cached(&sql)?;
+    let mut rows = stmt.query([id])?;
+    Ok(match rows.next()? {
+        Some(r) => Some(r.get(0)?),
+        None => None,
+    })
+}
+
 /// One record by id, optionally only if `extra` (a compiled rule) holds for it.
 pub(crate) fn get(
     conn: Conn<'_>,

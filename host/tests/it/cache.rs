@@ -237,3 +237,109 @@ fn a_view_collection_is_never_served_stale_after_a_write_to_the_table_it_reads()
     assert_eq!(s.req("GET", list, None, None).json["totalItems"], 0);
     assert_eq!(s.req("GET", &one, None, None).status, 404);
 }
+
+/// The responses served from the cache so far, from the server's own metrics.
+fn response_hits(s: &Server, su: &str) -> u64 {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut r = agent
+        .get(format!("http://{}/api/metrics", s.addr))
+        .header("Authorization", su)
+        .call()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let text = r.body_mut().read_to_string().unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("ferrobase_cache_hits_total{cache=\"responses\"} "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map_or(0, |v| v as u64)
+}
+
+/// A view is kept while other rows of its table are written, and dropped as soon as its own row
+/// is updated, deleted, or deleted and made again under the same id; a view whose rule reads
+/// other rows of the same table is dropped by any write to it.
+#[test]
+fn a_view_is_kept_until_its_own_row_changes() {
+    let s = Server::start_process();
+    let su = s.su_token();
+    s.create_collection(
+        &su,
+        json!({"name": "items", "listRule": "", "viewRule": "", "createRule": "",
+            "updateRule": "", "deleteRule": "",
+            "fields": [{"name": "n", "type": "number"}, {"name": "tag", "type": "text"}]}),
+    );
+    let base = "/api/collections/items/records";
+    let make = |id: &str, n: u64, tag: &str| {
+        let r = s.req(
+            "POST",
+            base,
+            None,
+            Some(&json!({"id": id, "n": n, "tag": tag})),
+        );
+        assert_eq!(r.status, 200, "{}", r.json);
+    };
+    make("aaaaaaaaaaaaaaa", 1, "open");
+    make("bbbbbbbbbbbbbbb", 1, "x");
+    let view_a = format!("{base}/aaaaaaaaaaaaaaa");
+    let view_b = format!("{base}/bbbbbbbbbbbbbbb");
+    let get = |p: &str| s.req("GET", p, None, None);
+    assert_eq!(get(&view_a).json["n"], json!(1));
+
+    // Other rows written: an update, a create, a delete. The view of A is still served from
+    // the cache, and right.
+    for round in 2..5u64 {
+        let r = s.req("PATCH", &view_b, None, Some(&json!({"n": round})));
+        assert_eq!(r.status, 200, "{}", r.json);
+        make(&format!("ccccccccccccc{round:02}"), round, "y");
+        let r = s.req(
+            "DELETE",
+            &format!("{base}/ccccccccccccc{round:02}"),
+            None,
+            None,
+        );
+        assert_eq!(r.status, 204);
+        let before = response_hits(&s, &su);
+        assert_eq!(get(&view_a).json["n"], json!(1));
+        assert_eq!(
+            response_hits(&s, &su),
+            before + 1,
+            "round {round}: the view of A was not served from the cache"
+        );
+        assert_eq!(
+            get(&view_b).json["n"],
+            json!(round),
+            "B's own update is seen"
+        );
+    }
+
+    // Its own row updated: seen at once.
+    let r = s.req("PATCH", &view_a, None, Some(&json!({"n": 7})));
+    assert_eq!(r.status, 200);
+    assert_eq!(get(&view_a).json["n"], json!(7));
+    // Deleted, then made again under the same id: the new one is seen.
+    assert_eq!(get(&view_a).json["n"], json!(7));
+    assert_eq!(s.req("DELETE", &view_a, None, None).status, 204);
+    assert_eq!(get(&view_a).status, 404);
+    make("aaaaaaaaaaaaaaa", 9, "open");
+    assert_eq!(get(&view_a).json["n"], json!(9));
+
+    // A rule reading the table's other rows: B may be viewed while some item is "open".
+    let r = s.req(
+        "PATCH",
+        "/api/collections/items",
+        Some(&su),
+        Some(&json!({"viewRule": "@collection.items.tag ?= 'open'"})),
+    );
+    assert_eq!(r.status, 200, "{}", r.json);
+    assert_eq!(get(&view_b).status, 200);
+    assert_eq!(get(&view_b).status, 200);
+    let r = s.req("PATCH", &view_a, None, Some(&json!({"tag": "closed"})));
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        get(&view_b).status,
+        404,
+        "A's update changed whether B may be viewed"
+    );
+}
