@@ -6,6 +6,8 @@ Normally started through bench/run.sh (which builds and installs what is missing
   bench/run.sh                          # every scenario, 3 reps of 10 s (about 20-25 minutes)
   bench/run.sh --quick                  # every scenario, 1 rep of 3 s (a smoke test, a few minutes)
   bench/run.sh --only list_1k,view --reps 5 --duration 20
+  bench/run.sh --with-1m                # also the 1,000,000-row scenarios (opt-in)
+  bench/run.sh --only list_1k,view_1m --cores 1,2   # one core vs two, interleaved, with their table
 
 For every scenario and repetition the servers run interleaved (ferrobase, PocketBase, ferrobase, ...),
 each on a fresh copy of the same PocketBase-written data dir, pinned to one core, with wrk pinned to

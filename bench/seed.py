@@ -12,6 +12,10 @@ Contents (see README.md):
   private_posts  same fields, listRule = viewRule = "owner = @request.auth.id"; --private records,
                  owner assigned round-robin over the users
 
+Larger sets are derived from a built template by SQL on a copy (`--scale-from`, see scale()), and an
+index can be declared on posts by the reference through the collections API (`--index-from`, see
+with_indexes()); bench.py does both for its 1m and 1m_idx templates.
+
 Output directory (wiped first):
   pb_data/            the template (copied fresh for every server run)
   ids.txt             up to 1000 random posts ids (the view scenario cycles through them)
@@ -439,7 +443,22 @@ def main():
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--pb-logs", action="store_true", help="keep PocketBase's request log on")
     ap.add_argument("--force", action="store_true", help="rebuild even when a matching template exists")
-    build(ap.parse_args())
+    ap.add_argument("--scale-from", metavar="TEMPLATE",
+                    help="derive --out from this template by SQL up to --posts posts (scale()), instead of seeding")
+    ap.add_argument("--index-from", metavar="TEMPLATE",
+                    help="copy this template and have the reference declare --index on posts (with_indexes())")
+    ap.add_argument("--index", action="append", default=[],
+                    help="an index in PocketBase's `indexes` syntax, for --index-from (repeatable)")
+    a = ap.parse_args()
+    a.pb = os.path.abspath(a.pb)  # the reference runs with the template dir as its cwd
+    if a.scale_from:
+        scale(a.pb, a.scale_from, a.out, a.posts, a.seed, a.force)
+    elif a.index_from:
+        if not a.index:
+            ap.error("--index-from needs at least one --index")
+        with_indexes(a.pb, a.index_from, a.out, a.index, a.force)
+    else:
+        build(a)
 
 
 if __name__ == "__main__":
