@@ -6,6 +6,8 @@ Normally started through bench/run.sh (which builds and installs what is missing
   bench/run.sh                          # every scenario, 3 reps of 10 s (about 20-25 minutes)
   bench/run.sh --quick                  # every scenario, 1 rep of 3 s (a smoke test, a few minutes)
   bench/run.sh --only list_1k,view --reps 5 --duration 20
+  bench/run.sh --with-1m                # also the 1,000,000-row scenarios (opt-in)
+  bench/run.sh --only list_1k,view_1m --cores 1,2   # one core vs two, interleaved, with their table
 
 For every scenario and repetition the servers run interleaved (ferrobase, PocketBase, ferrobase, ...),
 each on a fresh copy of the same PocketBase-written data dir, pinned to one core, with wrk pinned to
@@ -35,7 +37,11 @@ import seed  # noqa: E402
 
 LIST = "/api/collections/posts/records"
 PRIVATE = "/api/collections/private_posts/records"
-DATASETS = {"1k": 1_000, "100k": 100_000}
+DATASETS = {"1k": 1_000, "100k": 100_000, "1m": 1_000_000, "1m_idx": 1_000_000}
+# The 1,000,000-post templates are derived from the 100k one by SQL (seed.scale); 1m_idx is 1m with
+# an index on `created` declared in the posts collection by the reference (seed.with_indexes).
+DERIVED = {"1m": "100k", "1m_idx": "1m"}
+INDEX_CREATED = ["CREATE INDEX `idx_posts_created` ON `posts` (`created`)"]
 AUTH_USERS = 10  # list_auth_rule cycles through this many users' tokens
 SIGN_IN = "/api/collections/users/auth-with-password"
 FILTER_PROBE = ("views > 500 && title ~ 'lorem'", "-views")
@@ -52,18 +58,43 @@ SCENARIOS = {
                        f"listRule owner = @request.auth.id, {AUTH_USERS} users' tokens cycled"),
     "list_100k": ("100k", "get.lua", LIST, "default list (with total count), 100,000 records"),
     "list_100k_skiptotal": ("100k", "get.lua", LIST + "?skipTotal=1", "default list, skipTotal=1, 100,000 records"),
+    "list_1m": ("1m", "get.lua", LIST, "default list (with total count), 1,000,000 records"),
+    "sort_created_1m": ("1m", "get.lua", LIST + "?sort=-created", "the SDK's list: sort=-created, with total, no index"),
+    "sort_created_1m_indexed": ("1m_idx", "get.lua", LIST + "?sort=-created",
+                                "sort=-created, with total, an index on created declared in the collection"),
+    "filter_sort_1m": ("1m", "filter_sort.lua", LIST + "?filter=(views > N && title ~ 'w')&sort=-views",
+                       "filter + sort, values vary per request, 1,000,000 records"),
+    "view_1m": ("1m", "view.lua", LIST + "/{id}", "one record by id (1,000 ids of the 1,000,000 cycled)"),
     "create": ("1k", "create.lua", LIST, "POST a small JSON post"),
     "batch_create": ("1k", "batch.lua", "/api/batch", "POST /api/batch with 50 small creates in one transaction"),
     "create_during_batches": ("1k", "create.lua", LIST,
                               "single creates while a second wrk (1 thread, 4 connections) sends 50-create batches"),
     "mixed_90_10": ("1k", "mixed.lua", LIST, "45% list, 45% view, 10% create"),
+    "mixed_1m_w5": ("1m", "mixed_writes.lua", LIST, "5% create, the rest half sort=-created list, half view"),
+    "mixed_1m_w20": ("1m", "mixed_writes.lua", LIST, "20% create, the rest half sort=-created list, half view"),
+    "mixed_1m_w20_indexed": ("1m_idx", "mixed_writes.lua", LIST,
+                             "mixed_1m_w20 with the index on created declared"),
     "sign_in": ("1k", "sign_in.lua", SIGN_IN, "POST auth-with-password, the right password, 50 users cycled"),
     "list_during_wrong_sign_ins": ("1k", "get.lua", LIST,
                                    "default list while 50 connections send wrong passwords for the 50 users"),
 }
 # Scenario-specific load: batches are heavy requests, fewer connections keep both servers inside
 # wrk's timeout; the background load runs beside the measured one for its whole life.
-CONNS = {"batch_create": 16, "sign_in": 16}
+CONNS = {"batch_create": 16, "sign_in": 16,
+         # a scan of 1,000,000 rows per request (0.3-1.5 s): at more connections no request of either
+         # server would finish inside the request timeout, queued behind the others on one core
+         "filter_sort_1m": 4}
+# The 1,000,000-row scenarios are opt-in (--with-1m, or named in --only): the first run seeds their
+# templates (a few minutes), and PocketBase needs up to seconds per request there.
+LARGE = [s for s, v in SCENARIOS.items() if v[0] in DERIVED]
+# A scenario's extra environment for its wrk script.
+SCENARIO_ENV = {"mixed_1m_w5": {"BENCH_WRITE_PCT": "5"}, "mixed_1m_w20": {"BENCH_WRITE_PCT": "20"},
+                "mixed_1m_w20_indexed": {"BENCH_WRITE_PCT": "20"}}
+# Scenarios whose first requests on a fresh server are also timed uncached (the probe, then
+# UNCACHED_EXTRA more with a no-op query parameter that keeps them out of any response cache).
+UNCACHED = ("list_1m", "sort_created_1m", "sort_created_1m_indexed", "filter_sort_1m")
+UNCACHED_EXTRA = 2
+SORT_PROBE = "?sort=-created"
 BACKGROUND = {"create_during_batches": ("batch.lua", 1, 4), "list_during_wrong_sign_ins": ("wrong_sign_in.lua", 1, 50)}
 BATCH_SIZE = 50
 SERVERS = ("ferrobase", "pocketbase", "baseline")
@@ -139,6 +170,11 @@ def busy_ticks():
 
 def settle(pid, limit):
     """Wait until `pid` uses < 5% of a core over 0.5 s (at most `limit` s). Returns the seconds waited."""
+    return settle_ex(pid, limit)[0]
+
+
+def settle_ex(pid, limit):
+    """settle(), and whether the server did go idle (False: `limit` was reached while it was busy)."""
     hz = os.sysconf("SC_CLK_TCK")
     t0 = time.time()
     while time.time() - t0 < limit:
@@ -146,8 +182,8 @@ def settle(pid, limit):
         time.sleep(0.5)
         b = proc_ticks(pid)
         if a is None or b is None or (b - a) / hz < 0.025:
-            break
-    return round(time.time() - t0 - 0.5, 1)
+            return round(time.time() - t0 - 0.5, 1), True
+    return round(time.time() - t0 - 0.5, 1), False
 
 
 def children_cpu():
@@ -235,7 +271,7 @@ def probe(scn, srv, ctx):
         st, raw = get(LIST)
         if len(raw) != tpl["resp_bytes"]:
             notes.append(f"{len(raw)} bytes, expected {tpl['resp_bytes']}")
-    elif scn in ("list_1k", "list_100k", "list_1k_skiptotal", "list_100k_skiptotal", "mixed_90_10"):
+    elif scn in ("list_1k", "list_100k", "list_1k_skiptotal", "list_100k_skiptotal", "mixed_90_10", "list_1m"):
         skip = "skiptotal" in scn
         st, raw = get(LIST + ("?skipTotal=1" if skip else ""))
         if st == 200:
@@ -245,19 +281,32 @@ def probe(scn, srv, ctx):
                 notes.append(f"totalItems {j.get('totalItems')} != {want}")
             if len(j.get("items", [])) != 30:
                 notes.append(f"{len(j.get('items', []))} items != 30")
-    elif scn == "view":
+    elif scn in ("sort_created_1m", "sort_created_1m_indexed") or scn.startswith("mixed_1m"):
+        st, raw = get(LIST + SORT_PROBE)
+        if st == 200:
+            j = js(raw)
+            items = j.get("items", [])
+            if j.get("totalItems") != expect_total:
+                notes.append(f"totalItems {j.get('totalItems')} != {expect_total}")
+            want = ctx["sort_expect"][ds]
+            got = [it.get("id") for it in items]
+            if got != want:
+                created = [str(it.get("created")) for it in items]
+                notes.append(f"not the newest {len(want)} by created" + (
+                    "" if created == sorted(created, reverse=True) else " (not sorted)"))
+    elif scn in ("view", "view_1m"):
         rid = ctx["ids"][0]
         st, raw = get(f"{LIST}/{rid}")
         if st == 200 and js(raw).get("id") != rid:
             notes.append("wrong record")
-    elif scn == "filter_sort":
+    elif scn in ("filter_sort", "filter_sort_1m"):
         f, s = FILTER_PROBE
         st, raw = get(f"{LIST}?filter={urllib.parse.quote(f)}&sort={s}")
         if st == 200:
             j = js(raw)
             items = j.get("items", [])
-            if j.get("totalItems") != ctx["filter_expect"]:
-                notes.append(f"totalItems {j.get('totalItems')} != {ctx['filter_expect']}")
+            if j.get("totalItems") != ctx["filter_expect"][ds]:
+                notes.append(f"totalItems {j.get('totalItems')} != {ctx['filter_expect'][ds]}")
             views = [it.get("views") for it in items]
             if views != sorted(views, reverse=True) or any(v is None or v <= 500 for v in views):
                 notes.append("items not filtered/sorted")
@@ -346,7 +395,9 @@ def measure(a, script, base, path, proc, warm_env, run_env, row, conns=None, bus
         wrk(a, script, base, path, a.warmup, warm_env, conns)
     # wrk's exit does not stop work the server already accepted: wait until it is idle, so the
     # warm-up's backlog is not measured (PocketBase keeps running queued queries for seconds)
-    row["settle_s"] = 0 if busy else settle(proc.pid, a.settle_max)
+    row["settle_s"], settled = (0, True) if busy else settle_ex(proc.pid, a.settle_max)
+    if not settled:
+        row["unsettled"] = True  # still busy with the warm-up's backlog when the measured run began
     t_srv0, t_busy0, t_kids0, t0 = proc_ticks(proc.pid), busy_ticks(), children_cpu(), time.time()
     res, err = wrk(a, script, base, path, a.duration, run_env, conns)
     t_srv1, t_busy1, t_kids1, t1 = proc_ticks(proc.pid), busy_ticks(), children_cpu(), time.time()
@@ -377,20 +428,58 @@ def measure(a, script, base, path, proc, warm_env, run_env, row, conns=None, bus
             f" ({res['err_timeout']} timeouts > {a.req_timeout}s)" if res["err_timeout"] else ""))
     elif errors:
         row["status"] = "errors"
-    elif ok_requests < a.conns:
+    elif ok_requests < (conns or a.conns):
         row["status"] = "few"  # fewer responses than connections: the queue never drained once
     else:
         row["status"] = "ok"
+    if row.get("unsettled") and row["status"] != "failed":
+        row["status"] += "+unsettled"
     return res
 
 
-def run_one(a, scn, kind, rep, request_log, ctx):
+def run_args(a, scn, cores):
+    """The options as this run uses them: the 1,000,000-row scenarios' own connections and request
+    timeout; on two cores, the server and wrk both on cpus 0 and 1 (sharing them)."""
+    ra = argparse.Namespace(**vars(a))
+    if scn in LARGE:
+        ra.conns, ra.req_timeout = a.conns_1m, a.req_timeout_1m
+    if cores == 2 and (a.server_cpus or a.wrk_cpus):
+        ra.server_cpus = ra.wrk_cpus = "0,1"
+    return ra
+
+
+def timed_uncached(scn, srv, ctx):
+    """The milliseconds of UNCACHED_EXTRA more requests like the probe's, each with a different no-op
+    query parameter (both servers ignore it; a response cache keyed on the query string misses)."""
+    ds = SCENARIOS[scn][0]
+    path = {"list_1m": LIST + "?", "filter_sort_1m": "{}?filter={}&sort={}&".format(
+        LIST, urllib.parse.quote(FILTER_PROBE[0]), FILTER_PROBE[1])}.get(scn, LIST + SORT_PROBE + "&")
+    out = []
+    for k in range(UNCACHED_EXTRA):
+        t0 = time.time()
+        st, raw = common.http("GET", f"{srv.base}{path}bench_nocache={k}", timeout=ctx["a"].probe_timeout)
+        ms = round(1000 * (time.time() - t0), 1)
+        try:
+            total = json.loads(raw).get("totalItems") if st == 200 else None
+        except ValueError:
+            total = None
+        want = ctx["filter_expect"][ds] if "filter" in scn else DATASETS[ds]
+        if total != want:
+            return out, f"uncached request {k}: HTTP {st}, totalItems {total} != {want}"
+        out.append(ms)
+    return out, None
+
+
+def run_one(a, scn, kind, rep, request_log, ctx, cores=1):
     ds, script, path, _ = SCENARIOS[scn]
     tpl = ctx["templates"][ds]
+    a = run_args(a, scn, cores)
     row = {"ts": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "run_id": ctx["run_id"], "scenario": scn, "server": kind, "rep": rep, "dataset": ds,
-           "records": DATASETS[ds], "request_log": request_log if kind != "ceiling" else None, **ctx["static"]}
-    logpath = os.path.join(ctx["logdir"], f"{scn}-{kind}-{rep}-log{'on' if request_log else 'off'}.log")
+           "records": DATASETS[ds], "request_log": request_log if kind != "ceiling" else None, **ctx["static"],
+           "cores": cores, "conns": CONNS.get(scn, a.conns), "req_timeout_s": a.req_timeout,
+           "server_cpus": a.server_cpus, "wrk_cpus": a.wrk_cpus}
+    logpath = os.path.join(ctx["logdir"], f"{scn}-{kind}-{rep}-log{'on' if request_log else 'off'}-{cores}c.log")
     try:
         srv = Server(kind, a, tpl["dir"], logpath, request_log)
     except (RuntimeError, OSError) as e:
@@ -413,17 +502,29 @@ def run_one(a, scn, kind, rep, request_log, ctx):
             tok_file = os.path.join(a.work, "run", kind, "tokens.txt")
             open(tok_file, "w").write("".join(t + "\n" for t in ctx["tokens"]))
             env["BENCH_TOKENS"] = tok_file
+        t0 = time.time()
         pr = probe(scn, srv, ctx)
+        pr["ms"] = round(1000 * (time.time() - t0), 1)
         row["probe"] = pr
         if not 200 <= pr["status"] < 300:
             row.update(status="failed", error=f"probe: {pr['note']}")
             return row
+        if scn in UNCACHED:
+            more, err = timed_uncached(scn, srv, ctx)
+            row["uncached_ms"] = [pr["ms"]] + more
+            if err:
+                row.update(status="failed", error=err)
+                return row
+        env.update(SCENARIO_ENV.get(scn, {}))
 
         bg = background(a, scn, srv.base, env)
         if bg is not None and scn == "list_during_wrong_sign_ins" and a.attack_lead > 0:
             time.sleep(a.attack_lead)
         try:
-            measure(a, script, srv.base, path, srv.proc, env, env, row, CONNS.get(scn), bg is not None)
+            # 1M: the warm-up draws another random sequence than the measured run (filter_sort_1m's
+            # filters would otherwise be answered from a cache filled by the warm-up)
+            warm_env = dict(env, BENCH_SEED_SALT="104729") if scn in LARGE else env
+            measure(a, script, srv.base, path, srv.proc, warm_env, env, row, CONNS.get(scn), bg is not None)
         finally:
             if bg is not None:
                 # SIGINT: wrk stops and still prints its summary (and our done() line); a kill
@@ -473,9 +574,13 @@ def rps_cell(rows):
         why = rows[0].get("error", "failed") if rows else "not run"
         return f"FAILED ({why[:60]})" if rows else "–"
     xs = [r["rps"] for r in good]
-    cell = num(med(xs))
+
+    def n(x):  # the 1M scenarios' slow servers: a tenth of a request per second still tells
+        return num(x, 1 if x < 10 else 0)
+
+    cell = n(med(xs))
     if len(xs) > 1:
-        cell += f" ({num(min(xs))}–{num(max(xs))})"
+        cell += f" ({n(min(xs))}–{n(max(xs))})"
     if len(good) < len(rows):
         cell += f" [{len(rows) - len(good)}/{len(rows)} failed]"
     if any(r["status"] != "ok" for r in good):
@@ -510,12 +615,18 @@ def err_cell(rows):
     return out
 
 
-def ratio(fb, pb):
-    """Median over reps of ferrobase/PocketBase req/s, taken per rep (same window)."""
+def ratio_value(fb, pb):
+    """Median over reps of ferrobase/PocketBase req/s, taken per rep (same window); None if none."""
     pbr = {r["rep"]: r for r in pb if r.get("status") != "failed" and r.get("rps")}
     rs = [r["rps"] / pbr[r["rep"]]["rps"] for r in fb if r.get("status") != "failed" and r["rep"] in pbr]
-    if rs:
-        return f"**{med(rs):.2f}×**"
+    return med(rs)
+
+
+def ratio(fb, pb):
+    """ratio_value() for the table."""
+    x = ratio_value(fb, pb)
+    if x is not None:
+        return f"**{x:.2f}×**" if x < 100 else f"**{x:,.0f}×**"
     if any(r.get("status") != "failed" for r in fb) and pb and all(r.get("status") == "failed" for r in pb):
         return "PocketBase failed"
     return "–"
@@ -530,6 +641,8 @@ def cpu_per_req(rs):
 
 def render(rows, ctx, a):
     main_log = not a.no_logs
+    all_rows = rows
+    rows = [r for r in rows if r.get("cores", 1) == a.cores[0]]  # the headline's core setting
     by, other = {}, {}
     for r in rows:
         # the headline is the runs under the chosen request-log setting; the others feed the
@@ -540,8 +653,12 @@ def render(rows, ctx, a):
     md = [f"## ferrobase vs PocketBase — {ctx['run_id']}", "",
           f"commit `{(st['git']['commit'] or '?')[:12]}`{' (dirty)' if st['git']['dirty'] else ''}, "
           f"{st['pocketbase']}; {st['machine']['cpu_model']} ({st['machine']['cpus']} cpus); "
-          f"server on cpu {a.server_cpus or 'any'}, wrk -t{a.threads} -c{a.conns} on cpu {a.wrk_cpus or 'any'}; "
-          f"{a.reps} rep(s) × {a.duration}s after {a.warmup}s warm-up; request log "
+          + (f"server on cpu {a.server_cpus or 'any'}, wrk -t{a.threads} -c{a.conns} on cpu {a.wrk_cpus or 'any'}; "
+           if a.cores[0] == 1 or not (a.server_cpus or a.wrk_cpus) else
+           f"two cores: server and wrk -t{a.threads} -c{a.conns} both on cpus 0,1; ")
+          + (f"1,000,000-row scenarios -c{a.conns_1m} --timeout {a.req_timeout_1m}s; "
+             if any(s in LARGE for s in ctx["scenarios"]) else "")
+          + f"{a.reps} rep(s) × {a.duration}s after {a.warmup}s warm-up; request log "
           f"{'off (--no-logs)' if a.no_logs else 'on for both servers (PocketBase default settings)'}.", "",
           "| scenario | records | ferrobase req/s | PocketBase req/s | ferrobase / PocketBase | "
           "ferrobase p50 / p95 / p99 ms | PocketBase p50 / p95 / p99 ms | peak RSS MB fb / pb | errors fb / pb |",
@@ -635,6 +752,26 @@ def render(rows, ctx, a):
             md += ["", "**list_during_wrong_sign_ins** (50 connections of wrong passwords beside the list, "
                    f"measured from {a.attack_lead + a.warmup} s into the attack): "
                    + "; ".join(parts) + "."]
+    unc = [s for s in ctx["scenarios"] if s in UNCACHED]
+    if unc:
+        md += ["", "**Uncached, one request at a time** (on each fresh server: the probe, then "
+               f"{UNCACHED_EXTRA} more with a no-op query parameter that no response cache holds; median ms, "
+               "min–max over every such request of the reps):", "",
+               "| scenario | ferrobase ms | PocketBase ms | PocketBase / ferrobase |", "|---|---:|---:|---:|"]
+        for scn in unc:
+            cells, meds = [], []
+            for kind in ("ferrobase", "pocketbase"):
+                xs = [x for r in by.get((scn, kind), []) for x in r.get("uncached_ms") or []]
+                meds.append(med(xs))
+                cells.append(f"{lat(med(xs))} ({lat(min(xs))}–{lat(max(xs))})" if xs else "–")
+            q = f"{meds[1] / meds[0]:.1f}×" if meds[0] and meds[1] else "–"
+            md.append(f"| {scn} | {cells[0]} | {cells[1]} | {q} |")
+    unsettled = sorted({f"{r['scenario']} {LABEL[r['server']]}" for r in all_rows if r.get("unsettled")})
+    if unsettled:
+        md += ["", f"**Not idle after the warm-up** (still busy after --settle-max {a.settle_max} s, so the "
+               "measured run began with the warm-up's backlog): " + ", ".join(unsettled) + "."]
+    if len(a.cores) > 1:
+        md += cores_table(all_rows, ctx, a)
     others = [r["other_cpu_pct"] for r in rows if r.get("other_cpu_pct") is not None]
     md += ["", "req/s: successful responses per second, median (min–max) over reps; ⚠ = some errors, a probe "
            "mismatch, or fewer responses than connections (the run was too short for that server's queue); "
@@ -646,14 +783,60 @@ def render(rows, ctx, a):
     return "\n".join(md) + "\n"
 
 
+def cores_table(rows, ctx, a):
+    """Each server's req/s on one core and on two, and the ferrobase / PocketBase ratio on each."""
+    by = {}
+    for r in rows:
+        if r.get("request_log") is None or r["request_log"] == (not a.no_logs):
+            by.setdefault((r["scenario"], r["server"], r.get("cores", 1)), []).append(r)
+    md = ["", "**One core vs two** (1c: the server on cpu 0, wrk on cpu 1; 2c: the server and wrk both on "
+          "cpus 0 and 1, sharing them; interleaved in each rep; ×: 2c / 1c of the medians):", "",
+          "| scenario | ferrobase 1c | ferrobase 2c | × | PocketBase 1c | PocketBase 2c | × | "
+          "fb / pb 1c | fb / pb 2c | ratio 2c / 1c |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+
+    def rmed(rs):
+        return med([r["rps"] for r in rs if r.get("status") != "failed"])
+
+    for scn in ctx["scenarios"]:
+        if scn == "ceiling":
+            continue
+        cells, ratios = [], []
+        for kind in ("ferrobase", "pocketbase"):
+            one, two = by.get((scn, kind, 1), []), by.get((scn, kind, 2), [])
+            m1, m2 = rmed(one), rmed(two)
+            cells += [rps_cell(one), rps_cell(two), f"{m2 / m1:.2f}×" if m1 and m2 else "–"]
+        for c in (1, 2):
+            ratios.append(ratio(by.get((scn, "ferrobase", c), []), by.get((scn, "pocketbase", c), [])))
+        vals = [ratio_value(by.get((scn, "ferrobase", c), []), by.get((scn, "pocketbase", c), [])) for c in (1, 2)]
+        change = f"{vals[1] / vals[0]:.2f}" if vals[0] and vals[1] else "–"
+        md.append("| " + " | ".join([scn] + cells + ratios + [change]) + " |")
+    return md
+
+
 # ---------------------------------------------------------------- main
 
+_PREPARED = {}  # dataset -> prepare_template()'s answer, once per run (--reseed rebuilds each once)
+
+
 def prepare_template(a, ds):
+    if ds not in _PREPARED:
+        _PREPARED[ds] = _prepare_template(a, ds)
+    return _PREPARED[ds]
+
+
+def _prepare_template(a, ds):
     out = os.path.join(a.work, "templates", ds)
-    # The template's own request log stays off (it is shared with realtime.py); each run sets it.
-    ns = argparse.Namespace(pb=a.pb, out=out, posts=DATASETS[ds], private=1000, users=50, batch=500, workers=2,
-                            seed=42, pb_logs=False, force=a.reseed)
-    facts = seed.build(ns)
+    if ds in DERIVED:
+        src = prepare_template(a, DERIVED[ds])["dir"]
+        if ds == "1m_idx":
+            facts = seed.with_indexes(a.pb, src, out, INDEX_CREATED, force=a.reseed)
+        else:
+            facts = seed.scale(a.pb, src, out, DATASETS[ds], force=a.reseed)
+    else:
+        # The template's own request log stays off (it is shared with realtime.py); each run sets it.
+        ns = argparse.Namespace(pb=a.pb, out=out, posts=DATASETS[ds], private=1000, users=50, batch=500,
+                                workers=2, seed=42, pb_logs=False, force=a.reseed)
+        facts = seed.build(ns)
     users = json.load(open(os.path.join(out, "users.json")))
     owners_file = os.path.join(out, "owners.txt")
     open(owners_file, "w").write("".join(u["id"] + "\n" for u in users))
@@ -676,13 +859,33 @@ def filter_expectation(tpl):
     return n
 
 
+def sort_expectation(tpl):
+    """The ids of the first page of sort=-created, read directly in the template's SQLite (the
+    derived templates' `created` values are distinct, so the order is unique)."""
+    import sqlite3
+    con = sqlite3.connect(f"file:{tpl['dir']}/pb_data/data.db?mode=ro", uri=True)
+    ids = [r[0] for r in con.execute("SELECT id FROM posts ORDER BY created DESC LIMIT 30")]
+    con.close()
+    return ids
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--duration", type=int, default=10, help="seconds per measured run (default 10)")
     ap.add_argument("--warmup", type=int, default=3, help="seconds of warm-up before each measured run (default 3)")
     ap.add_argument("--reps", type=int, default=3, help="repetitions per scenario and server (default 3)")
     ap.add_argument("--quick", action="store_true", help="smoke test: 3 s runs, 1 s warm-up, 1 rep")
-    ap.add_argument("--only", help="comma-separated scenarios (default: all): " + ",".join(SCENARIOS))
+    ap.add_argument("--only", help="comma-separated scenarios (default: all but the 1,000,000-row ones): "
+                    + ",".join(SCENARIOS))
+    ap.add_argument("--with-1m", action="store_true",
+                    help="add the 1,000,000-row scenarios to the default set (" + ",".join(LARGE) + ")")
+    ap.add_argument("--conns-1m", type=int, default=32,
+                    help="connections for the 1,000,000-row scenarios (default 32)")
+    ap.add_argument("--req-timeout-1m", type=int, default=10,
+                    help="wrk per-request timeout in seconds for the 1,000,000-row scenarios (default 10)")
+    ap.add_argument("--cores", default="1",
+                    help="1: the server on cpu 0, wrk on cpu 1 (default); 2: both on cpus 0 and 1; 1,2: both "
+                    "settings interleaved in each rep, with a one core vs two table (the first is the headline)")
     ap.add_argument("--servers", default="ferrobase,pocketbase", help="which of ferrobase,pocketbase,baseline to run")
     ap.add_argument("--conns", type=int, default=400)
     ap.add_argument("--threads", type=int, default=2)
@@ -725,7 +928,8 @@ def main():
     a.ferrobase_config = a.ferrobase_config and os.path.abspath(a.ferrobase_config)
     a.baseline_config = a.baseline_config and os.path.abspath(a.baseline_config)
 
-    scenarios = list(SCENARIOS) if not a.only else [s.strip() for s in a.only.split(",") if s.strip()]
+    scenarios = ([s for s in SCENARIOS if a.with_1m or s not in LARGE] if not a.only
+                 else [s.strip() for s in a.only.split(",") if s.strip()])
     bad = [s for s in scenarios if s not in SCENARIOS]
     if bad:
         ap.error(f"unknown scenario(s) {bad}; known: {', '.join(SCENARIOS)}")
@@ -750,6 +954,14 @@ def main():
     if cpus < 2 and (a.server_cpus or a.wrk_cpus):
         log("only one cpu: pinning off")
         a.server_cpus = a.wrk_cpus = ""
+    try:
+        a.cores = [int(c) for c in a.cores.split(",") if c.strip()]
+    except ValueError:
+        a.cores = []
+    if not a.cores or any(c not in (1, 2) for c in a.cores) or len(set(a.cores)) != len(a.cores):
+        ap.error("--cores: 1, 2, 1,2 or 2,1")
+    if 2 in a.cores and cpus < 2:
+        ap.error("--cores 2 needs two cpus")
     for path, what in ((a.ferrobase, "ferrobase"), (a.pb, "pocketbase"), (a.baseline, "baseline")):
         if what in servers and not os.access(path, os.X_OK):
             sys.exit(f"bench: {what} binary missing at {path} (bench/run.sh builds/installs it)")
@@ -774,26 +986,32 @@ def main():
         t0 = time.time()
         ctx["templates"][ds] = prepare_template(a, ds)
         log(f"template {ds}: ready in {time.time() - t0:.1f}s")
-    if "filter_sort" in scenarios:
-        ctx["filter_expect"] = filter_expectation(ctx["templates"]["1k"])
+    ctx["filter_expect"] = {ds: filter_expectation(ctx["templates"][ds])
+                            for ds in {SCENARIOS[s][0] for s in scenarios if s.startswith("filter_sort")}}
+    ctx["sort_expect"] = {ds: sort_expectation(ctx["templates"][ds])
+                          for ds in {SCENARIOS[s][0] for s in scenarios
+                                     if s.startswith("sort_created") or s.startswith("mixed_1m")}}
 
     main_log = not a.no_logs
     plan = []
     for s in scenarios:
         for rep in range(a.reps):
-            if s == "ceiling":
-                plan.append((s, "ceiling", rep, None))
-                continue
-            plan += [(s, k, rep, main_log) for k in servers]
-            if s == LOGS_COMPARE and not a.no_logs_compare:
-                plan += [(s, k, rep, not main_log) for k in servers]
-    est = len(plan) * (a.duration + a.warmup + 3)
+            for cores in a.cores:
+                if s == "ceiling":
+                    plan.append((s, "ceiling", rep, None, cores))
+                    continue
+                plan += [(s, k, rep, main_log, cores) for k in servers]
+                if s == LOGS_COMPARE and not a.no_logs_compare and cores == a.cores[0]:
+                    plan += [(s, k, rep, not main_log, cores) for k in servers]
+    # the 1M runs: a 0.7 GB copy, seconds of uncached probes, and PocketBase's backlog to settle
+    est = sum(a.duration + a.warmup + (3 if p[0] not in LARGE else 15 if p[1] != "pocketbase" else 40)
+              for p in plan)
     log(f"{len(plan)} runs, about {est // 60} min {est % 60} s; logs in {os.path.relpath(ctx['logdir'])}")
 
     rows = []
     out_jsonl = os.path.join(a.results, "results.jsonl")
-    for i, (scn, kind, rep, request_log) in enumerate(plan, 1):
-        row = run_one(a, scn, kind, rep, request_log, ctx)
+    for i, (scn, kind, rep, request_log, cores) in enumerate(plan, 1):
+        row = run_one(a, scn, kind, rep, request_log, ctx, cores)
         rows.append(row)
         with open(out_jsonl, "a") as f:
             f.write(json.dumps(row) + "\n")
@@ -802,6 +1020,10 @@ def main():
         if row.get("settle_s"):
             extra += f"  settled {row['settle_s']}s"
         logs_note = "" if request_log is None else (" logs on " if request_log else " logs off")
+        if len(a.cores) > 1 or cores != 1:
+            logs_note += f" {cores}c"
+        if row.get("uncached_ms"):
+            extra += f"  uncached {row['uncached_ms']} ms"
         log(f"{i}/{len(plan)} {scn:<20} {kind:<10}{logs_note} rep {rep}: {row.get('status'):<8} "
             f"{num(row.get('rps'))} req/s p99 {lat(row.get('lat_p99_ms'))} ms "
             f"rss {num((row.get('peak_rss_kb') or 0) / 1024)} MB other {row.get('other_cpu_pct')}%{extra}")

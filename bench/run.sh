@@ -4,6 +4,9 @@
 #   bench/run.sh                 # all scenarios, 3 reps x 10 s (about 20-25 min)
 #   bench/run.sh --quick         # all scenarios, 1 rep x 3 s (a smoke test, about 3-4 min)
 #   bench/run.sh --only list_1k,view --reps 5 --duration 20
+#   bench/run.sh --only list_1m,sort_created_1m,sort_created_1m_indexed,filter_sort_1m,view_1m,mixed_1m_w5,mixed_1m_w20,mixed_1m_w20_indexed
+#                                # the 1,000,000-row scenarios (opt-in, or --with-1m; templates derived on first use)
+#   bench/run.sh --only list_1k,view,list_1m,view_1m --cores 1,2   # one core vs two, interleaved
 #   bench/run.sh --help          # every option (they belong to bench/bench.py)
 #   bench/run.sh --no-logs       # request logs off on both servers (default: on, as PocketBase ships;
 #                                # list_1k also runs with the other setting for the logs on/off table)

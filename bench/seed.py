@@ -12,6 +12,10 @@ Contents (see README.md):
   private_posts  same fields, listRule = viewRule = "owner = @request.auth.id"; --private records,
                  owner assigned round-robin over the users
 
+Larger sets are derived from a built template by SQL on a copy (`--scale-from`, see scale()), and an
+index can be declared on posts by the reference through the collections API (`--index-from`, see
+with_indexes()); bench.py does both for its 1m and 1m_idx templates.
+
 Output directory (wiped first):
   pb_data/            the template (copied fresh for every server run)
   ids.txt             up to 1000 random posts ids (the view scenario cycles through them)
@@ -231,6 +235,202 @@ def build(a):
     return facts
 
 
+# ---------------------------------------------------------------- larger datasets, derived by SQL
+
+DERIVE_FORMAT = 1  # bump when scale() or with_indexes() change what they write
+ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
+CREATED_BASE_MS = 1_735_689_600_000  # 2025-01-01 00:00:00.000Z: the derived rows' first `created`
+
+
+def pb_datetime(ms):
+    """PocketBase's stored datetime format: `YYYY-MM-DD HH:MM:SS.mmmZ` (UTC)."""
+    t = time.gmtime(ms // 1000)
+    return time.strftime("%Y-%m-%d %H:%M:%S", t) + f".{ms % 1000:03d}Z"
+
+
+def _reference_check(pb, out, posts, indexes=None, timeout=600):
+    """Start the reference on out/pb_data; if `indexes` is given, set the posts collection's
+    `indexes` through the collections API (PocketBase creates them); check posts' totalItems over
+    REST; capture the default list's body. Stopping it checkpoints the WAL. Returns facts."""
+    facts = {}
+    port = common.free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = open(os.path.join(out, "seed-pocketbase.log"), "a")
+    proc = subprocess.Popen([pb, "serve", "--http", f"127.0.0.1:{port}", "--dir", "pb_data", "--automigrate=false"],
+                            stdout=log, stderr=subprocess.STDOUT, cwd=out)
+    try:
+        facts["reference_start_s"] = round(common.wait_healthy(base, proc, timeout=120), 2)
+        token = common.auth(base, "_superusers", SUPERUSER_EMAIL, SUPERUSER_PASSWORD)
+        if indexes is not None:
+            t0 = time.time()
+            st, raw = common.http("PATCH", base + "/api/collections/posts", {"indexes": indexes}, token,
+                                  timeout=timeout)
+            if st != 200:
+                raise SystemExit(f"indexes: HTTP {st} {raw[:300]!r}")
+            got = json.loads(raw).get("indexes")
+            if got != indexes:
+                raise SystemExit(f"indexes: the collection has {got}, expected {indexes}")
+            facts["index_seconds"] = round(time.time() - t0, 2)
+        t0 = time.time()
+        st, raw = common.http("GET", base + "/api/collections/posts/records?perPage=1", token=token, timeout=timeout)
+        if st != 200:
+            raise SystemExit(f"count of posts: HTTP {st} {raw[:300]!r}")
+        got = json.loads(raw)["totalItems"]
+        if got != posts:
+            raise SystemExit(f"verify: posts has {got} records over REST, expected {posts}")
+        facts["verified_posts"] = got
+        facts["reference_count_s"] = round(time.time() - t0, 2)
+        st, raw = common.http("GET", base + "/api/collections/posts/records", timeout=timeout)
+        if st != 200:
+            raise SystemExit(f"capture list: HTTP {st}")
+        open(os.path.join(out, "resp_list.json"), "wb").write(raw)
+        facts["resp_list_bytes"] = len(raw)
+    finally:
+        common.stop(proc, grace=60)
+        log.close()
+    return facts
+
+
+def _finish(out, facts, t_all, n_ids):
+    data = os.path.join(out, "pb_data")
+    con = sqlite3.connect(f"file:{data}/data.db?mode=ro", uri=True)
+    rng = random.Random(facts["params"].get("seed", 42))
+    n = con.execute("SELECT max(rowid) FROM posts").fetchone()[0]
+    ids = []
+    for rowid in rng.sample(range(1, n + 1), min(n_ids * 2, n)):
+        row = con.execute("SELECT id FROM posts WHERE rowid = ?", (rowid,)).fetchone()
+        if row:
+            ids.append(row[0])
+        if len(ids) == n_ids:
+            break
+    con.close()
+    open(os.path.join(out, "ids.txt"), "w").write("".join(i + "\n" for i in ids))
+    facts["data_dir_bytes"] = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(data) for f in fs)
+    facts["seed_total_seconds"] = round(time.time() - t_all, 2)
+    facts["user_password"] = USER_PASSWORD
+    json.dump(facts, open(os.path.join(out, "setup.json"), "w"), indent=1)
+    print(f"seed: built {os.path.relpath(out)}: {json.dumps({k: v for k, v in facts.items() if k != 'params'})}",
+          file=sys.stderr)
+    return facts
+
+
+def scale(pb, src, out, posts, seed=42, force=False):
+    """A template with `posts` posts, derived from the template in `src` (built by build()) by SQL on a
+    copy: its posts are kept, and new rows are added with new 15-character ids ([a-z0-9], like
+    PocketBase's), the source rows' bodies, new titles ("Post i: word word"), random `views`,
+    `published` and owners (the same 50 users); then every post gets a distinct `created` (strictly
+    increasing with the rowid, 1-2,000 ms apart from 2025-01-01) and `updated` (`created` plus 0 to
+    the gap - 1 ms), in PocketBase's format. VACUUM, then the reference opens it, checks the count
+    over REST and is stopped (which checkpoints the WAL). Cached like build()'s templates."""
+    pb_version = subprocess.run([pb, "--version"], capture_output=True, text=True).stdout.strip()
+    src_facts = json.load(open(os.path.join(src, "setup.json")))
+    out = os.path.abspath(out)
+    wanted = {"derive_format": DERIVE_FORMAT, "pocketbase": pb_version, "from": src_facts["params"],
+              "posts": posts, "seed": seed}
+    if not force and is_current(out, wanted):
+        print(f"seed: reusing {os.path.relpath(out)} ({posts} posts)", file=sys.stderr)
+        return json.load(open(os.path.join(out, "setup.json")))
+    if os.path.exists(out):
+        shutil.rmtree(out)
+    os.makedirs(out)
+    t_all = time.time()
+    facts = {"params": wanted}
+    shutil.copytree(os.path.join(src, "pb_data"), os.path.join(out, "pb_data"))
+    shutil.copy(os.path.join(src, "users.json"), os.path.join(out, "users.json"))
+    user_ids = [u["id"] for u in json.load(open(os.path.join(out, "users.json")))]
+
+    t0 = time.time()
+    con = sqlite3.connect(os.path.join(out, "pb_data", "data.db"), isolation_level=None)
+    con.execute("PRAGMA synchronous = OFF")
+    con.execute("PRAGMA cache_size = -400000")  # 400 MB: the id index takes random inserts
+    have = con.execute("SELECT count(*) FROM posts").fetchone()[0]
+    if have > posts:
+        raise SystemExit(f"scale: the source has {have} posts, more than {posts}")
+    bodies = [r[0] for r in con.execute("SELECT body FROM posts ORDER BY rowid")]
+    taken = {r[0] for r in con.execute("SELECT id FROM posts")}
+    rng = random.Random(seed)
+
+    def new_id():
+        while True:
+            i = "".join(rng.choices(ID_ALPHABET, k=15))
+            if i not in taken:
+                taken.add(i)
+                return i
+
+    def rows():
+        for i in range(have, posts):
+            w = rng.choices(common.WORDS, k=2)
+            yield (new_id(), f"Post {i}: {w[0]} {w[1]}", bodies[i % len(bodies)], int(rng.random() < 0.5),
+                   rng.randrange(0, 1000), rng.choice(user_ids))
+
+    con.execute("BEGIN")
+    con.executemany("INSERT INTO posts (id, title, body, published, views, owner) VALUES (?, ?, ?, ?, ?, ?)", rows())
+    facts["insert_seconds"] = round(time.time() - t0, 2)
+
+    t0 = time.time()
+    ms = CREATED_BASE_MS
+
+    def stamps():
+        nonlocal ms
+        for (rowid,) in con.execute("SELECT rowid FROM posts ORDER BY rowid").fetchall():
+            gap = rng.randint(1, 2000)
+            ms += gap
+            yield pb_datetime(ms), pb_datetime(ms + rng.randrange(0, gap)), rowid
+
+    con.executemany("UPDATE posts SET created = ?, updated = ? WHERE rowid = ?", stamps())
+    con.execute("COMMIT")
+    facts["timestamps_seconds"] = round(time.time() - t0, 2)
+    n, distinct = con.execute("SELECT count(*), count(DISTINCT created) FROM posts").fetchone()
+    if n != posts or distinct != posts:
+        raise SystemExit(f"scale: {n} posts with {distinct} distinct `created`, expected {posts}")
+    t0 = time.time()
+    con.execute("VACUUM")
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    facts["vacuum_seconds"] = round(time.time() - t0, 2)
+
+    t0 = time.time()
+    facts.update(_reference_check(pb, out, posts))
+    facts["reference_seconds"] = round(time.time() - t0, 2)
+    return _finish(out, facts, t_all, 1000)
+
+
+def with_indexes(pb, src, out, indexes, force=False):
+    """A copy of the template in `src` whose posts collection declares `indexes` (PocketBase's
+    `indexes` syntax), set by the reference through the collections API, so the index and the
+    collection's metadata are exactly as PocketBase writes them."""
+    pb_version = subprocess.run([pb, "--version"], capture_output=True, text=True).stdout.strip()
+    src_facts = json.load(open(os.path.join(src, "setup.json")))
+    out = os.path.abspath(out)
+    wanted = {"derive_format": DERIVE_FORMAT, "pocketbase": pb_version, "from": src_facts["params"],
+              "indexes": indexes}
+    if not force and is_current(out, wanted):
+        print(f"seed: reusing {os.path.relpath(out)} (indexes {indexes})", file=sys.stderr)
+        return json.load(open(os.path.join(out, "setup.json")))
+    if os.path.exists(out):
+        shutil.rmtree(out)
+    os.makedirs(out)
+    t_all = time.time()
+    facts = {"params": wanted}
+    shutil.copytree(os.path.join(src, "pb_data"), os.path.join(out, "pb_data"))
+    for f in ("users.json", "ids.txt"):
+        shutil.copy(os.path.join(src, f), os.path.join(out, f))
+    posts = src_facts["verified_posts"]
+    facts.update(_reference_check(pb, out, posts, indexes))
+    con = sqlite3.connect(f"file:{out}/pb_data/data.db?mode=ro", uri=True)
+    facts["sqlite_indexes"] = [r[0] for r in con.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'posts' AND sql IS NOT NULL")]
+    con.close()
+    facts["data_dir_bytes"] = sum(os.path.getsize(os.path.join(d, f))
+                                  for d, _, fs in os.walk(os.path.join(out, "pb_data")) for f in fs)
+    facts["seed_total_seconds"] = round(time.time() - t_all, 2)
+    facts["user_password"] = USER_PASSWORD
+    json.dump(facts, open(os.path.join(out, "setup.json"), "w"), indent=1)
+    print(f"seed: built {os.path.relpath(out)}: {json.dumps({k: v for k, v in facts.items() if k != 'params'})}",
+          file=sys.stderr)
+    return facts
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pb", required=True, help="the reference pocketbase binary")
@@ -243,7 +443,22 @@ def main():
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--pb-logs", action="store_true", help="keep PocketBase's request log on")
     ap.add_argument("--force", action="store_true", help="rebuild even when a matching template exists")
-    build(ap.parse_args())
+    ap.add_argument("--scale-from", metavar="TEMPLATE",
+                    help="derive --out from this template by SQL up to --posts posts (scale()), instead of seeding")
+    ap.add_argument("--index-from", metavar="TEMPLATE",
+                    help="copy this template and have the reference declare --index on posts (with_indexes())")
+    ap.add_argument("--index", action="append", default=[],
+                    help="an index in PocketBase's `indexes` syntax, for --index-from (repeatable)")
+    a = ap.parse_args()
+    a.pb = os.path.abspath(a.pb)  # the reference runs with the template dir as its cwd
+    if a.scale_from:
+        scale(a.pb, a.scale_from, a.out, a.posts, a.seed, a.force)
+    elif a.index_from:
+        if not a.index:
+            ap.error("--index-from needs at least one --index")
+        with_indexes(a.pb, a.index_from, a.out, a.index, a.force)
+    else:
+        build(a)
 
 
 if __name__ == "__main__":
