@@ -365,6 +365,16 @@ pub(crate) struct Suggestion {
 /// modifier or a function is no column of this table. Nothing is suggested when an index of
 /// `c` already starts with those columns, nor for `~` (a `LIKE '%...%'` no b-tree serves).
 pub(crate) fn suggest(c: &Collection, shape: &Shape) -> Suggestion {
+    if c.is_view() {
+        return Suggestion {
+            index: None,
+            note: Some(
+                "A view collection has no indexes of its own: an index on the tables its query \
+                 reads (declared in their collections' `indexes`) is what can serve it."
+                    .into(),
+            ),
+        };
+    }
     let mut eq: Vec<String> = Vec::new();
     let mut range: Option<String> = None;
     let mut like = false;
