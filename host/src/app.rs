@@ -292,6 +292,7 @@ pub(crate) async fn serve(
         plugins: Arc::clone(&plugins),
         feed,
         files: Arc::clone(&files),
+        advisor: Arc::new(crate::records::advice::Advisor::new(cfg.advisor.clone())),
     });
     plugins.set_services(Arc::new(crate::records::services::RecordServices {
         records: Arc::downgrade(&records),

@@ -17,6 +17,7 @@ pub(crate) struct Config {
     pub auth: AuthConfig,
     pub metrics: MetricsConfig,
     pub replication: ReplicationConfig,
+    pub advisor: AdvisorConfig,
     /// The file this came from, when there was one (watched for plugin sections).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -232,6 +233,30 @@ pub(crate) struct MetricsConfig {
     /// A second listener serving `GET /metrics` without authentication, for a scraper on a
     /// private address (`127.0.0.1:9091`); empty = none.
     pub listen: String,
+}
+
+/// `[advisor]`: index advice. A record list whose statements step through more table rows in
+/// full scans than `scan_threshold` is recorded with its plan and the index that would serve it
+/// (`GET /api/collections/meta/index-advice`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct AdvisorConfig {
+    pub enabled: bool,
+    /// Rows stepped through in full table scans by one list (page and total together) past
+    /// which it is recorded.
+    pub scan_threshold: u64,
+    /// Query shapes kept at most; past it the one with the least total time gives way.
+    pub max_entries: usize,
+}
+
+impl Default for AdvisorConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            scan_threshold: 10_000,
+            max_entries: 200,
+        }
+    }
 }
 
 /// `[replication]`: continuous replication of the databases by a supervised `litestream`.

@@ -231,9 +231,18 @@ async fn record_origin(
         Some(&filter),
         Some("-created"),
     )?;
-    let known = crate::records::read::page(&state.store, &origins, sel, (1, 100), true, None, None)
-        .await?
-        .rows;
+    let known = crate::records::read::page(
+        &state.store,
+        &origins,
+        sel,
+        (1, 100),
+        true,
+        None,
+        None,
+        None,
+    )
+    .await?
+    .rows;
     let current = known
         .iter()
         .find(|o| origins.stored_text(o, "fingerprint") == fingerprint);

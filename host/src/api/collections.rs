@@ -429,6 +429,28 @@ pub(crate) async fn truncate(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
+/// `GET /api/collections/meta/index-advice`: the record lists that scanned past
+/// `[advisor].scan_threshold` since start (or the last DELETE), per query shape, the most
+/// total time first, each with its plan and the entry to add to the collection's `indexes`.
+pub(crate) async fn index_advice(
+    State(state): State<Shared>,
+    _su: Superuser,
+) -> ApiResult<Response> {
+    let entries = state.records.advisor.entries(&state.store.schema());
+    Ok(ok_json(
+        &serde_json::to_value(entries).unwrap_or(Value::Null),
+    ))
+}
+
+/// `DELETE /api/collections/meta/index-advice`: forget the advice recorded so far.
+pub(crate) async fn index_advice_reset(
+    State(state): State<Shared>,
+    _su: Superuser,
+) -> ApiResult<Response> {
+    state.records.advisor.reset();
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
 pub(crate) async fn scaffolds(_su: Superuser) -> ApiResult<Response> {
     let empty = Schema::default();
     let mut out = Map::new();

@@ -383,6 +383,10 @@ pub(crate) fn router(state: Shared) -> Router {
             get(collections::scaffolds),
         )
         .route(
+            "/api/collections/meta/index-advice",
+            get(collections::index_advice).delete(collections::index_advice_reset),
+        )
+        .route(
             "/api/collections/meta/dry-run-view",
             post(collections::dry_run_view),
         )

@@ -165,6 +165,7 @@ pub(crate) async fn list(
     )
     .and_then(|d| d.reading(manage.as_ref()));
     let mut view = access.viewer();
+    let watch = state.records.advisor.watch(text("filter"), text("sort"));
     let found = read::page(
         &state.store,
         &c,
@@ -173,6 +174,7 @@ pub(crate) async fn list(
         skip,
         expand,
         manage,
+        watch,
     )
     .await?;
     view.managed = found.managed.map(Arc::new);

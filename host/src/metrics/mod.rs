@@ -218,6 +218,46 @@ pub(crate) fn plugin(name: &str) -> Arc<PluginCells> {
     cells
 }
 
+/// Collections with a label of their own in `ferrobase_index_advice_scans`; the others share
+/// [`ADVICE_OTHER`], so a server with thousands of collections keeps a bounded exposition.
+const ADVICE_LABELS_MAX: usize = 100;
+const ADVICE_OTHER: &str = "_other";
+
+/// Lists over `[advisor].scan_threshold`, per collection name.
+static ADVICE_SCANS: Mutex<Vec<(String, u64)>> = Mutex::new(Vec::new());
+
+/// One record list of `collection` stepped through more rows in full scans than
+/// `[advisor].scan_threshold`. Called only past the threshold, so the lock is off the common path.
+pub(crate) fn index_advice_scan(collection: &str) {
+    let Ok(mut all) = ADVICE_SCANS.lock() else {
+        return;
+    };
+    let label = if all.len() < ADVICE_LABELS_MAX || all.iter().any(|(n, _)| n == collection) {
+        collection
+    } else {
+        ADVICE_OTHER
+    };
+    match all.iter_mut().find(|(n, _)| n == label) {
+        Some((_, v)) => *v += 1,
+        None => all.push((label.to_owned(), 1)),
+    }
+}
+
+fn encode_advice(enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    let all = ADVICE_SCANS.lock().map(|v| v.clone()).unwrap_or_default();
+    let mut m = enc.encode_descriptor(
+        "ferrobase_index_advice_scans",
+        "Record lists whose full table scans stepped through more rows than [advisor].scan_threshold.",
+        None,
+        MetricType::Counter,
+    )?;
+    for (collection, v) in &all {
+        m.encode_family(&[("collection", collection.as_str())])?
+            .encode_counter::<NoLabelSet, _, u64>(v, None)?;
+    }
+    Ok(())
+}
+
 type Latency = Histogram<15>;
 
 struct RequestCell {
@@ -357,6 +397,7 @@ impl Collector for All {
             READER_WAITS.read(1e6),
         )?;
         encode_plugins(&mut enc)?;
+        encode_advice(&mut enc)?;
         gauge(
             &mut enc,
             "ferrobase_realtime_clients",

@@ -4,6 +4,7 @@
 //! auth flows all call it, and none of them re-implements a piece of it.
 
 mod access;
+pub(crate) mod advice;
 pub(crate) mod batch;
 pub(crate) mod expand;
 pub(crate) mod feed;
@@ -34,6 +35,8 @@ pub(crate) struct Records {
     pub feed: Arc<feed::Feed>,
     /// Where records' files live; writes place and delete them after their commit.
     pub files: Arc<crate::files::Storage>,
+    /// Lists that scanned past `[advisor].scan_threshold`, and the indexes that would serve them.
+    pub advisor: Arc<advice::Advisor>,
 }
 
 pub(crate) const MSG_CREATE_FAILED: &str = "Failed to create record.";

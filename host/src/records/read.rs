@@ -1,15 +1,18 @@
 //! Record reads: the list statement (rule, filter, sort), a page with its total, one record,
 //! and the expansions of either, each under the caller's rules.
 
+use super::advice::Watch;
 use super::expand::{ExpandCtx, ExpandPaths, expand_rows};
 use super::{Access, Action, Gate, RecordError, Result, gate};
 use crate::query::{self, Query, RequestInfo, Select};
 use crate::schema::value::Stored;
 use crate::schema::{Collection, Schema};
+use crate::store::records::ScanCost;
 use crate::store::{Conn, Store, StoreRecord, records as store_records};
 use serde_json::{Map, Value};
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// One row's expansions (None: no path could be expanded, so no `expand` key).
 pub(crate) type Expanded = Option<Map<String, Value>>;
@@ -131,7 +134,13 @@ fn run_expand(
 }
 
 /// A page of `sel` and (unless `skip_total`) its total, with the rows' expansions: one read
-/// transaction, so all of it sees one snapshot.
+/// transaction, so all of it sees one snapshot. With a `watch`, a page whose statements scanned
+/// past the advisor's threshold is recorded there (see `advice`); under it, the cost is one
+/// comparison of counters SQLite kept anyway.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the list's parts, each from its own place in the request"
+)]
 pub(crate) async fn page(
     store: &Store,
     c: &Arc<Collection>,
@@ -140,14 +149,18 @@ pub(crate) async fn page(
     skip_total: bool,
     expand: Option<(ExpandPaths, ExpandCtx)>,
     manage: Option<Select>,
+    watch: Option<Watch<'_>>,
 ) -> Result<Page> {
-    Ok(store
+    let started = Instant::now();
+    let mut cost = ScanCost::default();
+    let found = store
         .read_snapshot(|conn| {
             let offset = (page - 1) * per_page;
             let (rows, total) = if skip_total {
-                (store_records::list(conn, c, &sel, per_page, offset)?, -1)
+                let rows = store_records::list_costed(conn, c, &sel, per_page, offset, &mut cost)?;
+                (rows, -1)
             } else {
-                store_records::page_and_total(conn, c, &sel, per_page, offset)?
+                store_records::page_and_total(conn, c, &sel, (per_page, offset), &mut cost)?
             };
             let expanded = run_expand(conn, c, &rows, expand.as_ref())?;
             let managed = match &manage {
@@ -161,7 +174,14 @@ pub(crate) async fn page(
                 managed,
             })
         })
-        .await?)
+        .await?;
+    if let Some(w) = watch
+        && w.advisor.over(&cost)
+    {
+        let took = started.elapsed();
+        w.advisor.record(store, c, w, &sel, cost, took).await;
+    }
+    Ok(found)
 }
 
 /// One record passing `rule` (the caller's view rule, as a condition), with its expansions,

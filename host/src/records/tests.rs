@@ -57,6 +57,7 @@ async fn fixture(rules: serde_json::Value) -> Fixture {
             plugins,
             feed: Default::default(),
             files,
+            advisor: Arc::new(super::advice::Advisor::new(Default::default())),
         },
         notes,
     }
@@ -77,9 +78,18 @@ async fn titles(f: &Fixture) -> Vec<String> {
         Some("title"),
     )
     .expect("list statement");
-    let page = read::page(&f.records.store, &f.notes, sel, (1, 100), false, None, None)
-        .await
-        .expect("page");
+    let page = read::page(
+        &f.records.store,
+        &f.notes,
+        sel,
+        (1, 100),
+        false,
+        None,
+        None,
+        None,
+    )
+    .await
+    .expect("page");
     page.rows
         .iter()
         .map(|r| f.notes.stored_text(r, "title").to_owned())

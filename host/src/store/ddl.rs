@@ -99,14 +99,22 @@ fn create_indexes(conn: &Connection, c: &Collection) -> Result<()> {
     }
 }
 
-fn index_names(conn: &Connection, table: &str) -> Result<Vec<String>> {
-    let mut stmt = conn.prepare(
-        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?1 AND sql IS NOT NULL",
+/// Whether the database has an index of that name (on any table: index names are the schema's,
+/// case-insensitively), declared in a collection's `indexes` or not.
+pub(crate) fn index_exists(conn: Conn<'_>, name: &str) -> Result<bool> {
+    let mut stmt = conn.0.prepare_cached(
+        "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?1 COLLATE NOCASE",
     )?;
-    let names = stmt
-        .query_map([table], |r| r.get::<_, String>(0))?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    Ok(names)
+    Ok(stmt.exists([name])?)
+}
+
+/// The names of the indexes `c` declares (its `indexes`, as PocketBase's parser reads them).
+fn declared_index_names(c: &Collection) -> Vec<String> {
+    c.indexes
+        .iter()
+        .map(|raw| crate::schema::index::Index::parse(raw).index_name)
+        .filter(|n| !n.is_empty())
+        .collect()
 }
 
 /// Create the table (or view) and indexes of a new collection. The `_collections` row is the
@@ -170,7 +178,13 @@ pub(crate) fn update_collection(conn: Conn<'_>, old: &Collection, new: &Collecti
     let refused = |what: String, e: rusqlite::Error| {
         StoreError::Invalid(format!("{what} - {}", sqlite_text(&e)))
     };
-    for idx in index_names(conn, &old.name)? {
+    // Only the indexes the collection declared are dropped (and created again from `indexes`
+    // below): an index made on the table outside `indexes` (in SQLite directly, by another tool)
+    // stays, as PocketBase 0.40.6 keeps it through any collection update (checked against the
+    // reference: a rule change, a field added or renamed, the indexes changed, the collection
+    // renamed, a restart). Like PocketBase, deleting a field such an index covers then fails in
+    // SQLite's words.
+    for idx in declared_index_names(old) {
         conn.execute_batch(&format!("DROP INDEX IF EXISTS {}", q(&idx)))?;
     }
     // SQLite names are case-insensitive: a change of case only is no rename.

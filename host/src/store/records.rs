@@ -8,7 +8,7 @@ use crate::query::push_qi;
 use crate::schema::value::Stored;
 use crate::schema::{Collection, FieldType, Schema};
 use rusqlite::types::{ToSqlOutput, ValueRef};
-use rusqlite::{Connection, ToSql};
+use rusqlite::{Connection, StatementStatus, ToSql};
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -93,6 +93,88 @@ fn fetch(
     Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
 }
 
+/// What SQLite's own counters say a list's statements cost (`sqlite3_stmt_status`): table rows
+/// stepped through in full scans (no index narrowed or ordered them), sorts made in temporary
+/// b-trees, virtual machine steps. Reading them is a field load per counter: no allocation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ScanCost {
+    pub full_scan_rows: u64,
+    pub sorts: u64,
+    pub vm_steps: u64,
+}
+
+impl ScanCost {
+    /// Zero `stmt`'s counters: a cached statement keeps counting across its runs, and the same
+    /// text may have run for another caller since.
+    fn start(stmt: &rusqlite::Statement<'_>) {
+        for s in [
+            StatementStatus::FullscanStep,
+            StatementStatus::Sort,
+            StatementStatus::VmStep,
+        ] {
+            stmt.reset_status(s);
+        }
+    }
+
+    /// Add what `stmt` counted since [`ScanCost::start`].
+    fn add(&mut self, stmt: &rusqlite::Statement<'_>) {
+        let n = |s| u64::try_from(stmt.reset_status(s)).unwrap_or(0);
+        self.full_scan_rows += n(StatementStatus::FullscanStep);
+        self.sorts += n(StatementStatus::Sort);
+        self.vm_steps += n(StatementStatus::VmStep);
+    }
+}
+
+/// [`list`], with what its statement cost added to `cost`.
+pub(crate) fn list_costed(
+    conn: Conn<'_>,
+    c: &Collection,
+    sel: &Select,
+    limit: i64,
+    offset: i64,
+    cost: &mut ScanCost,
+) -> Result<Vec<StoreRecord>> {
+    let sql = select_sql(c, &sel.joins, &sel.where_sql, &sel.order_sql);
+    let mut params: Vec<&dyn ToSql> = sel.params.iter().map(|p| p as &dyn ToSql).collect();
+    params.push(&limit);
+    params.push(&offset);
+    let mut stmt = conn.0.prepare_cached(&sql)?;
+    ScanCost::start(&stmt);
+    let rows = stmt
+        .query_map(params.as_slice(), |r| read_row(c, r))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    cost.add(&stmt);
+    Ok(rows)
+}
+
+/// `EXPLAIN QUERY PLAN` of the page statement [`list`] runs for `sel` (first page of 30): one
+/// line per step, indented two spaces per level as the sqlite3 shell draws it.
+pub(crate) fn explain_list(conn: Conn<'_>, c: &Collection, sel: &Select) -> Result<Vec<String>> {
+    let sql = format!("EXPLAIN QUERY PLAN {}", list_sql(c, sel));
+    let mut params: Vec<&dyn ToSql> = sel.params.iter().map(|p| p as &dyn ToSql).collect();
+    params.push(&30_i64);
+    params.push(&0_i64);
+    let mut stmt = conn.0.prepare(&sql)?;
+    let steps = stmt
+        .query_map(params.as_slice(), |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, String>(3)?,
+            ))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut depth: std::collections::HashMap<i64, usize> = std::collections::HashMap::new();
+    Ok(steps
+        .into_iter()
+        .map(|(id, parent, detail)| {
+            let d = depth.get(&parent).map_or(0, |d| d + 1);
+            depth.insert(id, d);
+            format!("{}{detail}", "  ".repeat(d))
+        })
+        .collect())
+}
+
 /// The statement [`list`] runs for `sel` (LIMIT and OFFSET left as parameters).
 pub(crate) fn list_sql(c: &Collection, sel: &Select) -> String {
     select_sql(c, &sel.joins, &sel.where_sql, &sel.order_sql)
@@ -120,17 +202,19 @@ pub(crate) fn list(
 /// rows. When the statement has a WHERE but no joins (and the table has rowids), one scan of
 /// `rowid` in sort order gives both: the total is the number of rows it yields, and only the
 /// page's rowids are kept; the page's rows are then read by rowid.
+///
+/// What the statements cost is added to `cost`.
 pub(crate) fn page_and_total(
     conn: Conn<'_>,
     c: &Collection,
     sel: &Select,
-    limit: i64,
-    offset: i64,
+    (limit, offset): (i64, i64),
+    cost: &mut ScanCost,
 ) -> Result<(Vec<StoreRecord>, i64)> {
     let conn = conn.0;
     if sel.where_sql.is_empty() || !sel.joins.is_empty() || c.is_view() {
-        let rows = list(super::Conn(conn), c, sel, limit, offset)?;
-        return Ok((rows, count(super::Conn(conn), c, sel)?));
+        let rows = list_costed(super::Conn(conn), c, sel, limit, offset, cost)?;
+        return Ok((rows, count_costed(super::Conn(conn), c, sel, cost)?));
     }
     let t = q(&c.name);
     let mut sql = format!("SELECT {t}.`_rowid_` FROM {t} WHERE {}", sel.where_sql);
@@ -144,6 +228,7 @@ pub(crate) fn page_and_total(
     let mut page: Vec<i64> = Vec::new();
     {
         let mut stmt = conn.prepare_cached(&sql)?;
+        ScanCost::start(&stmt);
         let mut rows = stmt.query(params.as_slice())?;
         while let Some(r) = rows.next()? {
             if total >= lo && total < hi {
@@ -151,6 +236,8 @@ pub(crate) fn page_and_total(
             }
             total += 1;
         }
+        drop(rows);
+        cost.add(&stmt);
     }
     if page.is_empty() {
         return Ok((Vec::new(), total));
@@ -178,6 +265,10 @@ pub(crate) fn page_and_total(
 }
 
 pub(crate) fn count(conn: Conn<'_>, c: &Collection, sel: &Select) -> Result<i64> {
+    count_costed(conn, c, sel, &mut ScanCost::default())
+}
+
+fn count_costed(conn: Conn<'_>, c: &Collection, sel: &Select, cost: &mut ScanCost) -> Result<i64> {
     let conn = conn.0;
     let key = if c.is_view() {
         format!("{}.`id`", q(&c.name))
@@ -196,7 +287,10 @@ pub(crate) fn count(conn: Conn<'_>, c: &Collection, sel: &Select) -> Result<i64>
     }
     let params: Vec<&dyn ToSql> = sel.params.iter().map(|p| p as &dyn ToSql).collect();
     let mut stmt = conn.prepare_cached(&sql)?;
-    Ok(stmt.query_row(params.as_slice(), |r| r.get(0))?)
+    ScanCost::start(&stmt);
+    let n = stmt.query_row(params.as_slice(), |r| r.get(0))?;
+    cost.add(&stmt);
+    Ok(n)
 }
 
 /// The rowid of the record `id` of `c` (the change feed names rows by rowid).

@@ -365,9 +365,16 @@ impl CountFixture {
             ],
             ..crate::query::Select::default()
         };
-        crate::store::records::page_and_total(self.conn.conn(), &self.coll, &sel, 30, 0)
-            .map(|(_, total)| total)
-            .unwrap_or(-1)
+        let mut cost = crate::store::records::ScanCost::default();
+        crate::store::records::page_and_total(
+            self.conn.conn(),
+            &self.coll,
+            &sel,
+            (30, 0),
+            &mut cost,
+        )
+        .map(|(_, total)| total)
+        .unwrap_or(-1)
     }
 }
 

@@ -8,6 +8,7 @@
 mod common;
 mod rng;
 
+mod advice;
 mod authflows;
 mod backups;
 mod batch;
