@@ -323,6 +323,25 @@ impl Server {
         )
     }
 
+    /// `req`, or None when no answer came (the connection closed: a server swapping its
+    /// generation after a restore closes the ones it had).
+    pub fn try_req(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&Value>,
+    ) -> Option<Resp> {
+        let bytes = body.map(|b| serde_json::to_vec(b).expect("json"));
+        self.try_raw(
+            method,
+            path,
+            token,
+            bytes.as_deref().map(|b| ("application/json", b)),
+        )
+        .ok()
+    }
+
     pub fn raw(
         &self,
         method: &str,
@@ -330,6 +349,18 @@ impl Server {
         token: Option<&str>,
         body: Option<(&str, &[u8])>,
     ) -> Resp {
+        self.try_raw(method, path, token, body)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// `raw`, with a request that got no answer as an error naming it.
+    pub fn try_raw(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<(&str, &[u8])>,
+    ) -> Result<Resp, String> {
         let url = format!("http://{}{}", self.addr, path);
         let a = &self.agent;
         macro_rules! with_auth {
@@ -365,7 +396,7 @@ impl Server {
                 .send(data),
             m => panic!("unsupported method {m}"),
         };
-        let mut res = res.unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        let mut res = res.map_err(|e| format!("{method} {path}: {e}"))?;
         let headers: Vec<(String, String)> = res
             .headers()
             .iter()
@@ -388,12 +419,12 @@ impl Server {
             .find(|(k, _)| k == "content-type")
             .map(|(_, v)| v.clone())
             .unwrap_or_default();
-        Resp {
+        Ok(Resp {
             status,
             content_type,
             headers,
             json,
-        }
+        })
     }
 
     pub fn login(&self, collection: &str, identity: &str, password: &str) -> Resp {
