@@ -62,16 +62,10 @@ fn entry(all: &[Value], filter: &str, sort: &str) -> Option<Value> {
 
 /// `ferrobase_index_advice_scans` of `posts`, from the superusers' metrics.
 fn scans_metric(s: &Server, su: &str) -> u64 {
-    let text = ureq::get(&format!("http://{}/api/metrics", s.addr))
-        .header("Authorization", su)
-        .call()
-        .unwrap()
-        .body_mut()
-        .read_to_string()
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix("ferrobase_index_advice_scans_total{collection=\"posts\"} "))
-        .map_or(0, |v| v.trim().parse().unwrap())
+    s.metric(
+        su,
+        "ferrobase_index_advice_scans_total{collection=\"posts\"}",
+    )
 }
 
 #[test]

@@ -427,6 +427,28 @@ impl Server {
         })
     }
 
+    /// `GET /api/metrics` as superuser `su`: the OpenMetrics text.
+    pub fn metrics_text(&self, su: &str) -> String {
+        let mut r = self
+            .agent
+            .get(format!("http://{}/api/metrics", self.addr))
+            .header("Authorization", su)
+            .call()
+            .expect("GET /api/metrics");
+        assert_eq!(r.status().as_u16(), 200);
+        r.body_mut().read_to_string().expect("metrics text")
+    }
+
+    /// One sample of the superusers' metrics, by its series as the text writes it
+    /// (`name{label="value"}`); 0 when it is not there yet.
+    pub fn metric(&self, su: &str, series: &str) -> u64 {
+        let text = self.metrics_text(su);
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .map_or(0, |v| v as u64)
+    }
+
     pub fn login(&self, collection: &str, identity: &str, password: &str) -> Resp {
         let path = format!("/api/collections/{collection}/auth-with-password");
         self.req(

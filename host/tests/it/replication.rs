@@ -21,6 +21,19 @@ fn litestream_bin() -> Option<PathBuf> {
     )
 }
 
+/// A pb.toml in `dir` naming only the litestream binary, plus `extra` (the restore commands'
+/// configuration: replication itself stays off).
+fn restore_config(dir: &Path, litestream: &Path, extra: &str) {
+    std::fs::write(
+        dir.join("pb.toml"),
+        format!(
+            "[replication]\nlitestream = {}\n{extra}\n",
+            json!(litestream.to_str().expect("utf-8 path"))
+        ),
+    )
+    .unwrap();
+}
+
 /// A `[replication]` section (TOML strings quoted as JSON ones).
 fn section(url: &str, litestream: &Path, extra: &str) -> String {
     format!(
@@ -58,19 +71,9 @@ fn replication_state(s: &Server, su: &str) -> Value {
 /// Health's replication state, or None when the request did not get an answer (the server
 /// swapping generations after a restore closes the connections it had).
 fn try_replication_state(s: &Server, su: &str) -> Option<Value> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(5)))
-        .build()
-        .into();
-    let mut r = agent
-        .get(format!("http://{}/api/health", s.addr))
-        .header("Authorization", su)
-        .call()
-        .ok()?;
-    assert_eq!(r.status().as_u16(), 200);
-    let v: Value = serde_json::from_str(&r.body_mut().read_to_string().ok()?).ok()?;
-    Some(v["data"]["replication"].clone())
+    let r = s.try_req("GET", "/api/health", Some(su), None)?;
+    assert_eq!(r.status, 200);
+    Some(r.json["data"]["replication"].clone())
 }
 
 /// Health's replication state once `ok` holds for it (within `wait`); a request without an
@@ -87,21 +90,6 @@ fn wait_state(s: &Server, su: &str, wait: Duration, ok: impl Fn(&Value) -> bool)
         assert!(Instant::now() < deadline, "replication state stayed {st:?}");
         std::thread::sleep(Duration::from_millis(50));
     }
-}
-
-/// `GET /api/metrics` as a superuser: the OpenMetrics text.
-fn metrics_text(s: &Server, su: &str) -> String {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .into();
-    let mut r = agent
-        .get(format!("http://{}/api/metrics", s.addr))
-        .header("Authorization", su)
-        .call()
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 200);
-    r.body_mut().read_to_string().unwrap()
 }
 
 fn kill9(pid: u64) {
@@ -232,14 +220,7 @@ fn drill(ls: &Path, url: &str, extra: &str) {
     );
 
     let fresh = tempfile::tempdir().unwrap();
-    std::fs::write(
-        fresh.path().join("pb.toml"),
-        format!(
-            "[replication]\nlitestream = {}\n{extra}\n",
-            json!(ls.to_str().unwrap())
-        ),
-    )
-    .unwrap();
+    restore_config(fresh.path(), ls, extra);
     let started = Instant::now();
     let (ok, out) = ferrobase(
         fresh.path(),
@@ -327,7 +308,7 @@ fn supervisor_restarts_litestream_and_a_graceful_stop_ships_every_write() {
         "{st}"
     );
     let second = st["pid"].as_u64().unwrap();
-    let m = metrics_text(&s, &su);
+    let m = s.metrics_text(&su);
     let samples = crate::metrics::parse(&py, &m);
     assert_eq!(
         crate::metrics::value(&samples, "ferrobase_replication_restarts_total", &[]),
@@ -357,14 +338,7 @@ fn supervisor_restarts_litestream_and_a_graceful_stop_ships_every_write() {
     assert!(!alive(second), "litestream outlived the server");
 
     let fresh = tempfile::tempdir().unwrap();
-    std::fs::write(
-        fresh.path().join("pb.toml"),
-        format!(
-            "[replication]\nlitestream = {}\n",
-            json!(ls.to_str().unwrap())
-        ),
-    )
-    .unwrap();
+    restore_config(fresh.path(), &ls, "");
     let from = format!("file://{}", replica.display());
     let (ok, out) = ferrobase(fresh.path(), &["restore", "--from", &from]);
     assert!(ok, "{out}");
@@ -478,14 +452,7 @@ fn restore_to_a_timestamp_brings_back_the_data_as_it_was_then() {
     let from = format!("file://{}", replica.display());
     let restore = |extra: &[&str]| -> Vec<i64> {
         let fresh = tempfile::tempdir().unwrap();
-        std::fs::write(
-            fresh.path().join("pb.toml"),
-            format!(
-                "[replication]\nlitestream = {}\n",
-                json!(ls.to_str().unwrap())
-            ),
-        )
-        .unwrap();
+        restore_config(fresh.path(), &ls, "");
         let mut args = vec!["restore", "--from", from.as_str()];
         args.extend_from_slice(extra);
         let (ok, out) = ferrobase(fresh.path(), &args);
@@ -507,14 +474,7 @@ fn restore_refusals_change_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let conf = |litestream: &Path| {
-        std::fs::write(
-            root.join("pb.toml"),
-            format!(
-                "[replication]\nlitestream = {}\n",
-                json!(litestream.to_str().unwrap())
-            ),
-        )
-        .unwrap();
+        restore_config(root, litestream, "");
     };
     conf(&ls);
     // `ferrobase <args>` in root fails, saying `why`.
