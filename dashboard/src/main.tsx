@@ -1,9 +1,6 @@
 import { render } from "preact";
-import { useState } from "preact/hooks";
-
-function App() {
-  const [n, setN] = useState(0);
-  return <button onClick={() => setN(n + 1)}>Ferrobase {n}</button>;
-}
+import "./styles.css";
+import "./session";
+import { App } from "./app";
 
 render(<App />, document.getElementById("app")!);

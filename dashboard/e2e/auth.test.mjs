@@ -1,0 +1,42 @@
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { start, EMAIL, PASSWORD } from "./harness.mjs";
+
+let h;
+before(async () => { h = await start(); });
+after(async () => { await h?.stop(); });
+
+test("sign in: a wrong password shows the server's error, then the right one works", async () => {
+  const page = await h.newPage();
+  await h.goto(page, "/login");
+  await page.fill('input[name="email"]', EMAIL);
+  await page.fill('input[name="password"]', "wrong-password");
+  await page.click('button[type="submit"]');
+  const err = await page.waitForSelector('[data-testid="form-error"]');
+  assert.match(await err.textContent(), /authenticate|invalid|failed/i);
+  assert.deepEqual(await h.axe(page), []);
+  await h.screenshot(page, "login-error");
+  await page.fill('input[name="password"]', PASSWORD);
+  await page.click('button[type="submit"]');
+  await page.waitForSelector('nav[aria-label="Main"]');
+  // sign out returns to the login page
+  await page.click("text=Sign out");
+  await page.waitForSelector("text=Superuser access");
+});
+
+test("an expired or corrupted session goes back to sign-in with a message", async () => {
+  const page = await h.newPage();
+  await h.signIn(page);
+  await page.evaluate(() => {
+    const k = "__pb_superuser_auth__";
+    const v = JSON.parse(localStorage.getItem(k));
+    // a well-formed but wrongly signed token: the server rejects it
+    const [a, b] = v.token.split(".");
+    v.token = `${a}.${b}.AAAAinvalidsignatureAAAA`;
+    localStorage.setItem(k, JSON.stringify(v));
+  });
+  await page.reload();
+  await page.waitForSelector('[data-testid="login-message"]');
+  assert.match(await page.textContent('[data-testid="login-message"]'), /sign in again/);
+  assert.equal(page.errors.length, 0, page.errors.join("\n"));
+});

@@ -1,0 +1,1 @@
+export function LogsPage() { return <main class="main" id="main">Logs</main>; }

@@ -1,0 +1,1 @@
+export function PluginsPage() { return <main class="main" id="main">Plugins</main>; }

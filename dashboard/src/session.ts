@@ -1,0 +1,69 @@
+// Session and connectivity state shared by the shell: 401 -> back to sign-in, network errors -> offline banner.
+import { ClientResponseError } from "pocketbase";
+import { useEffect, useState } from "preact/hooks";
+import { pb } from "./pb";
+import { navigate, currentPath } from "./router";
+
+type State = { online: boolean; loginMessage: string | null };
+let state: State = { online: true, loginMessage: null };
+const subs = new Set<(s: State) => void>();
+function set(p: Partial<State>) {
+  state = { ...state, ...p };
+  subs.forEach((f) => f(state));
+}
+export function useSession(): State {
+  const [s, setS] = useState(state);
+  useEffect(() => {
+    subs.add(setS);
+    return () => void subs.delete(setS);
+  }, []);
+  return s;
+}
+export const setLoginMessage = (m: string | null) => set({ loginMessage: m });
+
+/** Drop the session and go to sign-in with a message. */
+export function sessionExpired(msg = "Your session has expired or was rejected. Please sign in again.") {
+  pb.authStore.clear();
+  set({ loginMessage: msg });
+  if (currentPath()[0] !== "login") navigate("/login");
+}
+
+let pollTimer: number | undefined;
+function schedulePoll(ms: number) {
+  clearTimeout(pollTimer);
+  pollTimer = window.setTimeout(checkHealth, ms);
+}
+async function checkHealth() {
+  try {
+    await pb.health.check({ requestKey: null });
+  } catch {
+    /* handled in send */
+  }
+  schedulePoll(state.online ? 5000 : 1500);
+}
+
+// Every SDK call goes through pb.send: watch its failures here.
+const origSend = pb.send.bind(pb);
+pb.send = async function <T>(path: string, options: any): Promise<T> {
+  try {
+    const r = await origSend<T>(path, options);
+    if (!state.online) set({ online: true });
+    return r;
+  } catch (e) {
+    const err = e as ClientResponseError;
+    if (err?.status === 0 && !err.isAbort) {
+      if (state.online) set({ online: false });
+      schedulePoll(1500);
+    } else if (err?.status && !state.online) {
+      set({ online: true });
+    }
+    const isAuthCall = /auth-with-|request-otp|\/api\/collections\/_superusers\/records$/.test(path) && (options?.method ?? "GET") === "POST";
+    if (err?.status === 401 && !isAuthCall && currentPath()[0] !== "pbinstall") sessionExpired();
+    throw e;
+  }
+} as any;
+
+/** Start the background health check (so a server that goes away is noticed on idle pages). */
+export function startHealthWatch() {
+  schedulePoll(5000);
+}
