@@ -34,6 +34,10 @@ enum Command {
         /// The plugins folder (default: `plugins` beside the data directory).
         #[arg(long = "pluginsDir", env = "FERROBASE_PLUGINS_DIR")]
         plugins_dir: Option<PathBuf>,
+        /// Serve the dashboard from this folder instead of the built-in copy (for working on
+        /// the dashboard: point it at dashboard/dist).
+        #[arg(long = "dashboardDir", env = "FERROBASE_DASHBOARD_DIR")]
+        dashboard_dir: Option<PathBuf>,
     },
     /// Manage superusers.
     Superuser {
@@ -197,15 +201,20 @@ fn overrides(cli: &Cli) -> Overrides {
         Some(Command::Serve { http, .. }) => http.clone(),
         _ => None,
     };
-    let plugins_dir = match &cli.command {
-        Some(Command::Serve { plugins_dir, .. }) => plugins_dir.clone(),
-        _ => None,
+    let (plugins_dir, dashboard_dir) = match &cli.command {
+        Some(Command::Serve {
+            plugins_dir,
+            dashboard_dir,
+            ..
+        }) => (plugins_dir.clone(), dashboard_dir.clone()),
+        _ => (None, None),
     };
     Overrides {
         config: cli.config.clone(),
         http,
         dir: cli.dir.clone(),
         plugins_dir,
+        dashboard_dir,
     }
 }
 
@@ -316,6 +325,8 @@ fn serve_until_stopped(
     let listener = std::net::TcpListener::bind(&cfg.http.addr)?;
     listener.set_nonblocking(true)?;
     tracing::info!(addr = %listener.local_addr()?, dir = %cfg.store.dir.display(), "ferrobase serving");
+    let dashboard = crate::dashboard::embedded() || !cfg.http.dashboard_dir.as_os_str().is_empty();
+    print_installer_link(&store, listener.local_addr()?, dashboard);
     app::start_metrics_listener(&cfg)?;
     let (stop, _) = tokio::sync::watch::channel(false);
     app::serve_generations(
@@ -335,6 +346,57 @@ fn serve_until_stopped(
         replication,
     )
     .map_err(anyhow::Error::msg)
+}
+
+/// While no superuser exists, the dashboard's first-run link (PocketBase's installer): a
+/// 30-minute, non-refreshable token of the installer account opens a page that creates the
+/// first superuser. Without a built-in dashboard, the command that does it instead.
+fn print_installer_link(store: &store::Store, addr: std::net::SocketAddr, dashboard: bool) {
+    let cli_hint = "ferrobase superuser upsert EMAIL PASS";
+    if !dashboard {
+        if matches!(store::superusers::installer(store), Ok(Some(_))) {
+            println!("No superuser yet: create the first one with `{cli_hint}`.");
+        }
+        return;
+    }
+    let (id, token_key) = match store::superusers::installer(store) {
+        Ok(Some(found)) => found,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not prepare the first-run link");
+            return;
+        }
+    };
+    let schema = store.schema();
+    let Some(secret) = schema
+        .by_id(crate::schema::SUPERUSERS_ID)
+        .and_then(|c| c.token_secret("authToken"))
+    else {
+        return;
+    };
+    let mut extra = serde_json::Map::new();
+    extra.insert("refreshable".into(), serde_json::Value::Bool(false));
+    let now = chrono::Utc::now().timestamp();
+    let token = crate::auth::token::sign(
+        &id,
+        crate::schema::SUPERUSERS_ID,
+        "auth",
+        30 * 60,
+        extra,
+        &token_key,
+        secret,
+        now,
+    );
+    let host = if addr.ip().is_unspecified() {
+        format!("127.0.0.1:{}", addr.port())
+    } else {
+        addr.to_string()
+    };
+    println!(
+        "\nNo superuser yet. Open this link in a browser within 30 minutes to create the first one:\n\
+         http://{host}/_/#/pbinstall/{token}\n\
+         (or from the command line: {cli_hint})\n"
+    );
 }
 
 fn backup(cfg: &Config, action: BackupAction) -> anyhow::Result<()> {

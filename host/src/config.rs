@@ -127,6 +127,9 @@ pub(crate) struct HttpConfig {
     pub max_connections: usize,
     pub max_headers: usize,
     pub max_header_bytes: usize,
+    /// Serve the dashboard at `/_/` from this folder instead of the copy built into the
+    /// binary; empty = the built-in one.
+    pub dashboard_dir: PathBuf,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -330,6 +333,7 @@ impl Default for HttpConfig {
             max_connections: 0,
             max_headers: 100,
             max_header_bytes: 64 << 10,
+            dashboard_dir: PathBuf::new(),
         }
     }
 }
@@ -374,6 +378,7 @@ pub(crate) struct Overrides {
     pub http: Option<String>,
     pub dir: Option<PathBuf>,
     pub plugins_dir: Option<PathBuf>,
+    pub dashboard_dir: Option<PathBuf>,
 }
 
 impl Config {
@@ -396,6 +401,9 @@ impl Config {
         }
         if let Some(d) = &o.plugins_dir {
             cfg.plugins.dir = d.clone();
+        }
+        if let Some(d) = &o.dashboard_dir {
+            cfg.http.dashboard_dir = d.clone();
         }
         cfg.validate()?;
         Ok(cfg)
@@ -588,6 +596,7 @@ mod tests {
             http: None,
             dir: None,
             plugins_dir: None,
+            dashboard_dir: None,
         })
         .unwrap();
         assert_eq!(c.http.addr, "127.0.0.1:1");
@@ -596,6 +605,7 @@ mod tests {
             http: Some("127.0.0.1:2".into()),
             dir: Some("y".into()),
             plugins_dir: None,
+            dashboard_dir: None,
         })
         .unwrap();
         assert_eq!(c.http.addr, "127.0.0.1:2");

@@ -9,6 +9,7 @@ mod backups;
 mod cli;
 mod config;
 mod cron;
+mod dashboard;
 mod files;
 mod http;
 mod jobs;

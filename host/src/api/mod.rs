@@ -8,6 +8,7 @@ mod batch;
 mod body;
 pub(crate) mod cache;
 mod collections;
+mod dashboard;
 pub(crate) mod error;
 mod extract;
 mod files;
@@ -370,6 +371,9 @@ pub(crate) fn router(state: Shared) -> Router {
     trace::set_request_lines(state.cfg.log.requests);
     let api = Router::new()
         .route("/api/health", get(health::health).head(health::health))
+        .route("/_", get(dashboard::root))
+        .route("/_/", get(dashboard::index))
+        .route("/_/{*path}", get(dashboard::file))
         .route(
             "/api/collections",
             get(collections::list).post(collections::create),

@@ -560,6 +560,7 @@ pub(crate) fn insert(
     conn.prepare_cached(&sql)?
         .execute(params.as_slice())
         .map_err(StoreError::classify)?;
+    drop_installer(conn, c, row)?;
     Ok(())
 }
 
@@ -577,9 +578,29 @@ pub(crate) fn insert_returning(
     sql.push_str(" RETURNING ");
     push_columns(&mut sql, c);
     let params: Vec<&dyn ToSql> = row.iter().map(|(_, v)| v as &dyn ToSql).collect();
-    conn.prepare_cached(&sql)?
+    let stored = conn
+        .prepare_cached(&sql)?
         .query_row(params.as_slice(), |r| read_row(c, r))
-        .map_err(StoreError::classify)
+        .map_err(StoreError::classify)?;
+    drop_installer(conn, c, row)?;
+    Ok(stored)
+}
+
+/// PocketBase's rule: the first real superuser ends the installer account.
+fn drop_installer(conn: &Connection, c: &Collection, row: &[(usize, Stored)]) -> Result<()> {
+    use super::superusers::INSTALLER_EMAIL;
+    if c.id != crate::schema::SUPERUSERS_ID {
+        return Ok(());
+    }
+    let email = row.iter().find_map(|(i, v)| match v {
+        Stored::Text(t) if c.fields[*i].name == "email" => Some(t.as_str()),
+        _ => None,
+    });
+    if email.is_some_and(|e| !e.eq_ignore_ascii_case(INSTALLER_EMAIL)) {
+        conn.prepare_cached("DELETE FROM _superusers WHERE email = ?1")?
+            .execute([INSTALLER_EMAIL])?;
+    }
+    Ok(())
 }
 
 /// An auth record's id must not be used by another auth collection's record.

@@ -9,6 +9,43 @@ use crate::schema::{SUPERUSERS_ID, ids};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::json;
 
+/// PocketBase's installer account: `serve` makes it while `_superusers` holds no one else (its
+/// token opens the dashboard's first-run page), and the first other superuser's insert deletes
+/// it (`records::insert`).
+pub(crate) const INSTALLER_EMAIL: &str = "__pbinstaller@example.com";
+
+/// The installer account's `(id, tokenKey)` while no other superuser exists (the account made
+/// first when missing, with a random password); None once someone else is a superuser.
+pub(crate) fn installer(store: &Store) -> Result<Option<(String, String)>, String> {
+    let find = |store: &Store| {
+        store
+            .write_blocking(|conn| {
+                let others: i64 = conn.query_row(
+                    "SELECT count(*) FROM _superusers WHERE email != ?1",
+                    [INSTALLER_EMAIL],
+                    |r| r.get(0),
+                )?;
+                if others > 0 {
+                    return Ok(Some(None));
+                }
+                let found = conn
+                    .query_row(
+                        "SELECT id, tokenKey FROM _superusers WHERE email = ?1",
+                        [INSTALLER_EMAIL],
+                        |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+                    )
+                    .optional()?;
+                Ok(found.map(Some))
+            })
+            .map_err(|e| e.to_string())
+    };
+    if let Some(found) = find(store)? {
+        return Ok(found);
+    }
+    apply(store, INSTALLER_EMAIL, Some(&ids::secret(30)), Mode::Create)?;
+    Ok(find(store)?.flatten())
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Mode {
     Upsert,

@@ -16,6 +16,7 @@ mod bruteforce;
 mod cache;
 mod compat;
 mod crash;
+mod dashboard;
 mod differential;
 mod files;
 mod fuzz_corpus;
