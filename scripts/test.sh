@@ -7,7 +7,9 @@
 # compatibility and differential tests); moto's S3 server into .venv-moto (the S3 storage tests);
 # Python's prometheus_client into .venv-prom (its strict parser reads the metrics in a test);
 # Litestream 0.5.17 into .venv-litestream (the replication drill and its refusals);
-# every Rust test (the plugin tests load the built plugins); then the PocketBase conformance suite from
+# every Rust test (the plugin tests load the built plugins); the dashboard (built and checked against
+# its committed dist/ before the server is built; end to end in Chromium after the Rust tests);
+# then the PocketBase conformance suite from
 # ../shared/conformance when it exists (a user's clone without it skips that step with a message).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,6 +27,16 @@ cargo fmt --all --check
 
 step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets --release -- -D warnings
+
+step "dashboard: npm ci, type check, build, size budget; dist/ must be what is committed"
+# The binary embeds dashboard/dist as committed (a fresh clone builds without npm); this proves
+# the committed files are the build of the committed sources.
+(cd dashboard && npm ci --no-audit --no-fund --loglevel=error && npm run build)
+if ! git diff --quiet -- dashboard/dist || [ -n "$(git ls-files --others --exclude-standard dashboard/dist)" ]; then
+  git status --short -- dashboard/dist
+  echo "dashboard/dist differs from a build of dashboard/src: run 'npm run build' in dashboard/ and commit dist/"
+  exit 1
+fi
 
 step "build the server once (release); every suite below reuses this binary"
 cargo build --release -p ferrobase
@@ -110,6 +122,18 @@ step "Rust tests (unit + the one integration binary, servers on 127.0.0.1)"
 # Every test runs: one whose tools are missing (the reference, npm, the wasm target) fails
 # instead of skipping.
 FERROBASE_TEST_ALL=1 cargo test --release --workspace
+
+step "dashboard end to end in Chromium (Debian's chromium, driven by playwright-core; dashboard/e2e)"
+if [ ! -x /usr/bin/chromium ]; then
+  { "${SUDO[@]}" apt-get update -qq \
+    && "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+      apt-get install -y -qq --no-install-recommends chromium; } \
+    || apt_failed "install chromium"
+fi
+(cd dashboard && FERROBASE_BIN="$BIN" CHROMIUM_BIN=/usr/bin/chromium \
+  FERROBASE_PLUGIN_WASM_DIR="$ROOT/plugins/target/wasm32-wasip2/release" \
+  E2E_OUT="$ROOT/target/dashboard-e2e" \
+  node --test --test-concurrency=1 --test-timeout=180000 e2e/)
 
 CONF_SRC="$ROOT/../shared/conformance"
 if [ ! -d "$CONF_SRC" ]; then

@@ -872,3 +872,86 @@ fn ranges_as_by_the_reference(s3: bool) {
         mismatches.join("\n")
     );
 }
+
+/// A delete in a collection without files whose cascade reaches records with files (two levels
+/// down) removes their folders, as PocketBase does; no realtime client or plugin is listening,
+/// so nothing else asks for the cascade's trail.
+#[test]
+fn a_cascade_from_a_collection_without_files_removes_the_cascaded_files_as_the_reference_does() {
+    let Some((reference, subject)) = reference_and_subject(false) else {
+        return;
+    };
+    let run = |s: &Server| -> Value {
+        let su = s.su_token();
+        let parents = s.create_collection(
+            &su,
+            json!({"name": "parents", "type": "base", "fields": [{"name": "title", "type": "text"}]}),
+        );
+        let kids = s.create_collection(
+            &su,
+            json!({"name": "kids", "type": "base", "fields": [
+                {"name": "parent", "type": "relation", "collectionId": parents["id"], "cascadeDelete": true, "maxSelect": 1},
+                {"name": "doc", "type": "file", "maxSelect": 1}
+            ]}),
+        );
+        let grand = s.create_collection(
+            &su,
+            json!({"name": "grand", "type": "base", "fields": [
+                {"name": "kid", "type": "relation", "collectionId": kids["id"], "cascadeDelete": true, "maxSelect": 1},
+                {"name": "doc", "type": "file", "maxSelect": 1}
+            ]}),
+        );
+        let p = s.req(
+            "POST",
+            "/api/collections/parents/records",
+            Some(&su),
+            Some(&json!({"title": "p"})),
+        );
+        let pid = p.json["id"].as_str().expect("parent id").to_owned();
+        let kid = send(
+            s,
+            "POST",
+            "/api/collections/kids/records",
+            &su,
+            multipart(&[("parent", &pid)], &[("doc", "a.txt", b"kid file")]),
+        );
+        let kid_id = kid.json["id"].as_str().expect("kid id").to_owned();
+        let g = send(
+            s,
+            "POST",
+            "/api/collections/grand/records",
+            &su,
+            multipart(&[("kid", &kid_id)], &[("doc", "b.txt", b"grand file")]),
+        );
+        let gid = g.json["id"].as_str().expect("grand id").to_owned();
+        let storage = s.data_dir().join("storage");
+        let kid_dir = storage
+            .join(kids["id"].as_str().unwrap_or(""))
+            .join(&kid_id);
+        let grand_dir = storage.join(grand["id"].as_str().unwrap_or("")).join(&gid);
+        let before = (count_files(&kid_dir), count_files(&grand_dir));
+        let del = s.req(
+            "DELETE",
+            &format!("/api/collections/parents/records/{pid}"),
+            Some(&su),
+            None,
+        );
+        // The files go after the commit: give them a moment on either server.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while (kid_dir.exists() || grand_dir.exists()) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        json!({
+            "files before": [before.0 > 0, before.1 > 0],
+            "delete": del.status,
+            "kid folder left": kid_dir.exists(),
+            "grand folder left": grand_dir.exists(),
+            "kids": s.req("GET", "/api/collections/kids/records", Some(&su), None).json["totalItems"],
+            "grand": s.req("GET", "/api/collections/grand/records", Some(&su), None).json["totalItems"],
+        })
+    };
+    let want = run(&reference);
+    let got = run(&subject);
+    assert_eq!(want["files before"], json!([true, true]), "{want}");
+    assert_eq!(got, want);
+}

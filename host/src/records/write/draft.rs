@@ -678,3 +678,27 @@ pub(super) fn dropped_files(c: &Collection, before: &[Value], after: &[Value]) -
 pub(super) fn has_files(c: &Collection) -> bool {
     c.fields.iter().any(|f| f.kind == FieldType::File)
 }
+
+/// Whether deleting a record of `c` can delete, through cascading relations (at any depth),
+/// records of a collection that can have files: their folders go after the commit too.
+pub(super) fn cascades_into_files(schema: &Schema, c: &Collection) -> bool {
+    let mut seen: Vec<&str> = vec![&c.id];
+    let mut todo: Vec<&Collection> = vec![c];
+    while let Some(target) = todo.pop() {
+        for other in schema.collections.iter().filter(|o| !o.is_view()) {
+            let cascades = other.fields.iter().any(|f| {
+                f.kind == FieldType::Relation
+                    && f.opt_bool("cascadeDelete")
+                    && f.opt_str("collectionId") == target.id
+            });
+            if cascades && !seen.contains(&other.id.as_str()) {
+                if has_files(other) {
+                    return true;
+                }
+                seen.push(&other.id);
+                todo.push(other);
+            }
+        }
+    }
+    false
+}

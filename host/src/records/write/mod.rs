@@ -178,6 +178,14 @@ impl Prepared {
 }
 
 /// Whether a delete's cascades are worth recording: someone may want them.
+/// Whether a write is a delete, and whether its cascade can reach records with files.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Deleting {
+    No,
+    Yes,
+    CascadingIntoFiles,
+}
+
 fn notice_wanted(feed: &super::feed::Feed, c: &Collection) -> bool {
     feed.active() || feed.wants(c)
 }
@@ -405,11 +413,16 @@ impl<'a> Writer<'a> {
         id: &str,
         pending: draft::Pending,
         dropped: Vec<String>,
-        deleting: bool,
+        deleting: Deleting,
     ) -> Option<OnCommit<WriteOutcome>> {
-        let folder = deleting && draft::has_files(c);
-        // Nothing to place or drop: only a delete of a record that can have files has work.
-        if pending.is_empty() && dropped.is_empty() && !folder {
+        let folder = deleting != Deleting::No && draft::has_files(c);
+        // Nothing to place or drop: only a delete of a record that can have files, or whose
+        // cascade can reach such records, has work.
+        if pending.is_empty()
+            && dropped.is_empty()
+            && !folder
+            && deleting != Deleting::CascadingIntoFiles
+        {
             return notify;
         }
         let files = Arc::clone(&self.records.files);
@@ -421,7 +434,9 @@ impl<'a> Writer<'a> {
             match out {
                 WriteOutcome::Done(_) => {}
                 WriteOutcome::Deleted(_, cascaded) => {
-                    folders.push((cid.clone(), id.clone()));
+                    if folder {
+                        folders.push((cid.clone(), id.clone()));
+                    }
                     for k in cascaded {
                         if let Cascaded::Deleted(oc, row) = k
                             && draft::has_files(oc)
@@ -599,7 +614,7 @@ impl<'a> Writer<'a> {
             in_tx: self.in_tx(slots),
         };
         let notify = self.commit_notice(c, Action::Create, None);
-        let notify = self.with_files(notify, c, &prepared.id, pending, Vec::new(), false);
+        let notify = self.with_files(notify, c, &prepared.id, pending, Vec::new(), Deleting::No);
         let id = prepared.id.clone();
         let saved = self.save(prepared, notify).await;
         self.settle_files(c, &id).await;
@@ -734,7 +749,7 @@ impl<'a> Writer<'a> {
         };
         let notify = self.commit_notice(c, Action::Update, wanted);
         let dropped = draft::dropped_files(c, &before, &draft.values);
-        let notify = self.with_files(notify, c, &prepared.id, pending, dropped, false);
+        let notify = self.with_files(notify, c, &prepared.id, pending, dropped, Deleting::No);
         let id = prepared.id.clone();
         let saved = self.save(prepared, notify).await;
         self.settle_files(c, &id).await;
@@ -776,9 +791,16 @@ impl<'a> Writer<'a> {
         }
         let c2 = Arc::clone(c);
         let in_tx = self.in_tx(slots);
-        let keep_trail = notice_wanted(&self.records.feed, c);
+        // The cascade's trail names the deleted records whose folders go after the commit.
+        let into_files = draft::cascades_into_files(&schema, c);
+        let keep_trail = notice_wanted(&self.records.feed, c) || into_files;
         let notify = self.commit_notice(c, Action::Delete, None);
-        let notify = self.with_files(notify, c, &id, Vec::new(), Vec::new(), true);
+        let deleting = if into_files {
+            Deleting::CascadingIntoFiles
+        } else {
+            Deleting::Yes
+        };
+        let notify = self.with_files(notify, c, &id, Vec::new(), Vec::new(), deleting);
         let deleted_id = id.clone();
         let outcome = self
             .commit_write(
