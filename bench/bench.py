@@ -217,7 +217,9 @@ class Server:
         env = dict(os.environ)
         env.pop("FERROBASE_CONFIG", None)
         # A pb.toml for one side only (e.g. [store] synchronous = "FULL" against the default).
-        config = {"ferrobase": a.ferrobase_config, "baseline": a.baseline_config}.get(kind)
+        # (getattr: realtime.py, files.py and plugins.py share this class without these options)
+        config = {"ferrobase": getattr(a, "ferrobase_config", None),
+                  "baseline": getattr(a, "baseline_config", None)}.get(kind)
         if config:
             env["FERROBASE_CONFIG"] = config
         self.log = open(logpath, "w")
