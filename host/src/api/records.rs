@@ -165,7 +165,15 @@ pub(crate) async fn list(
     )
     .and_then(|d| d.reading(manage.as_ref()));
     let mut view = access.viewer();
-    let watch = state.records.advisor.watch(text("filter"), text("sort"));
+    let rule = c
+        .rules
+        .list
+        .as_deref()
+        .filter(|_| !who.as_ref().is_some_and(|w| w.is_superuser()));
+    let watch = state
+        .records
+        .advisor
+        .watch(text("filter"), text("sort"), rule);
     let found = read::page(
         &state.store,
         &c,

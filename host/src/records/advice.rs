@@ -26,12 +26,14 @@ pub(crate) struct Advisor {
     entries: Mutex<HashMap<String, Entry>>,
 }
 
-/// What one list asks the advisor to look at: its client filter and sort, as sent.
+/// What one list asks the advisor to look at: its client filter and sort, as sent, and the
+/// list rule that applied to the caller (None for superusers and public lists).
 #[derive(Clone, Copy)]
 pub(crate) struct Watch<'a> {
     pub advisor: &'a Advisor,
     pub filter: Option<&'a str>,
     pub sort: Option<&'a str>,
+    pub rule: Option<&'a str>,
 }
 
 /// One query shape's record, as the API shows it.
@@ -42,6 +44,9 @@ pub(crate) struct Entry {
     pub collection_id: String,
     /// The filter with its values replaced by `?` (`views > ? && title ~ ?`); "" for none.
     pub filter: String,
+    /// The list rule that applied, in the same form ("" for superusers and public lists): its
+    /// `=` comparisons (`owner = @request.auth.id`) count for the index like the filter's.
+    pub rule: String,
     /// The sort keys (`-created,title`); "" for none.
     pub sort: String,
     pub count: u64,
@@ -76,11 +81,13 @@ impl Advisor {
         &'a self,
         filter: Option<&'a str>,
         sort: Option<&'a str>,
+        rule: Option<&'a str>,
     ) -> Option<Watch<'a>> {
         self.cfg.enabled.then_some(Watch {
             advisor: self,
             filter,
             sort,
+            rule: rule.filter(|r| !r.trim().is_empty()),
         })
     }
 
@@ -133,8 +140,8 @@ impl Advisor {
         took: Duration,
     ) {
         crate::metrics::index_advice_scan(&c.name);
-        let shape = Shape::of(watch.filter, watch.sort);
-        let key = format!("{}\n{}\n{}", c.id, shape.filter, shape.sort);
+        let shape = Shape::of(watch.filter, watch.sort).with_rule(watch.rule);
+        let key = format!("{}\n{}\n{}\n{}", c.id, shape.filter, shape.sort, shape.rule);
         let ms = took.as_secs_f64() * 1000.0;
         if self.bump(&key, cost, ms) {
             return;
@@ -161,6 +168,7 @@ impl Advisor {
             collection: c.name.clone(),
             collection_id: c.id.clone(),
             filter: shape.filter,
+            rule: shape.rule,
             sort: shape.sort,
             count: 1,
             total_ms: ms,
@@ -239,10 +247,13 @@ fn as_f64(n: u64) -> f64 {
 pub(crate) struct Shape {
     pub filter: String,
     pub sort: String,
+    pub rule: String,
     /// The parsed filter and sort (None: absent or, which cannot happen after they compiled,
     /// unparseable).
     expr: Option<Expr>,
     keys: Vec<SortKey>,
+    /// The parsed list rule that applied.
+    rule_expr: Option<Expr>,
 }
 
 impl Shape {
@@ -263,9 +274,21 @@ impl Shape {
         Shape {
             filter: text,
             sort,
+            rule: String::new(),
             expr,
             keys,
+            rule_expr: None,
         }
+    }
+
+    /// The shape with the list rule that applied to the caller.
+    pub(crate) fn with_rule(mut self, rule: Option<&str>) -> Shape {
+        self.rule_expr = rule.and_then(|r| parse::parse_filter(r).ok().flatten());
+        self.rule.clear();
+        if let Some(e) = &self.rule_expr {
+            push_expr(&mut self.rule, e, false);
+        }
+        self
     }
 }
 
@@ -378,7 +401,7 @@ pub(crate) fn suggest(c: &Collection, shape: &Shape) -> Suggestion {
     let mut eq: Vec<String> = Vec::new();
     let mut range: Option<String> = None;
     let mut like = false;
-    if let Some(e) = &shape.expr {
+    for e in shape.rule_expr.iter().chain(shape.expr.iter()) {
         conjuncts(e, &mut |cmp| match cmp {
             Expr::Cmp { left, op, right } => {
                 let col = column(c, left, right);
@@ -585,6 +608,25 @@ mod tests {
             Shape::of(Some("views>1 && title~'a'"), None).filter,
             Shape::of(Some("views > 99 && title ~ \"b\""), None).filter
         );
+    }
+
+    #[test]
+    fn the_list_rule_s_equalities_lead_the_index() {
+        let c = posts(&[]);
+        let shape = Shape::of(None, Some("-created"))
+            .with_rule(Some("status = @request.auth.id && title ~ 'x'"));
+        assert_eq!(shape.rule, "status = @request.auth.id && title ~ ?");
+        let ix = suggest(&c, &shape).index.expect("an index").build();
+        assert_eq!(
+            ix,
+            "CREATE INDEX `idx_posts_status_created` ON `posts` (\n  `status`,\n  `created`\n)"
+        );
+        // A rule alone, no filter or sort, still finds its column.
+        let alone = Shape::of(None, None).with_rule(Some("status = @request.auth.id"));
+        let ix = suggest(&c, &alone).index.expect("an index").build();
+        assert_eq!(ix, "CREATE INDEX `idx_posts_status` ON `posts` (`status`)");
+        // No rule (a superuser's list): only what the client sent.
+        assert_eq!(Shape::of(None, None).with_rule(None).rule, "");
     }
 
     #[test]

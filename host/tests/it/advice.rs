@@ -267,3 +267,73 @@ fn indexes_made_outside_a_collection_survive_its_updates_as_in_pocketbase() {
         ]
     );
 }
+
+/// A user's list under an owner rule: the rule's `=` on `owner` leads the suggested index, and
+/// the entry shows the rule it was advised with; a superuser's list of the same shape is
+/// advised without it.
+#[test]
+fn the_list_rule_that_applied_counts_for_the_advice() {
+    let (s, su) = seeded();
+    s.create_collection(
+        &su,
+        json!({"name": "notes", "type": "base",
+            "listRule": "owner = @request.auth.id", "createRule": "",
+            "fields": [{"name": "owner", "type": "text"}, {"name": "body", "type": "text"},
+                {"name": "created", "type": "autodate", "onCreate": true}]}),
+    );
+    for i in 0..40 {
+        let r = s.req(
+            "POST",
+            "/api/collections/notes/records",
+            Some(&su),
+            Some(&json!({"owner": format!("u{}", i % 4), "body": "x"})),
+        );
+        assert_eq!(r.status, 200, "{}", r.json);
+    }
+    s.create_collection(
+        &su,
+        json!({"name": "people", "type": "auth", "createRule": "", "passwordAuth": {"enabled": true}}),
+    );
+    let r = s.req(
+        "POST",
+        "/api/collections/people/records",
+        None,
+        Some(&json!({"email": "p@example.com", "password": "1234567890", "passwordConfirm": "1234567890"})),
+    );
+    assert_eq!(r.status, 200, "{}", r.json);
+    let user = s.login("people", "p@example.com", "1234567890").json["token"]
+        .as_str()
+        .expect("a token")
+        .to_owned();
+    let list_notes = |token: &str| {
+        let r = s.req(
+            "GET",
+            "/api/collections/notes/records?sort=-created",
+            Some(token),
+            None,
+        );
+        assert_eq!(r.status, 200, "{}", r.json);
+    };
+    list_notes(&user);
+    list_notes(&su);
+    let all = advice(&s, &su);
+    let of_notes: Vec<&Value> = all.iter().filter(|e| e["collection"] == "notes").collect();
+    let by_user = of_notes
+        .iter()
+        .find(|e| e["rule"] == "owner = @request.auth.id")
+        .unwrap_or_else(|| panic!("no entry with the rule: {of_notes:?}"));
+    assert_eq!(by_user["sort"], "-created");
+    assert_eq!(
+        by_user["index"],
+        "CREATE INDEX `idx_notes_owner_created` ON `notes` (\n  `owner`,\n  `created`\n)",
+        "{by_user}"
+    );
+    let by_su = of_notes
+        .iter()
+        .find(|e| e["rule"] == "")
+        .unwrap_or_else(|| panic!("no entry without a rule: {of_notes:?}"));
+    assert_eq!(
+        by_su["index"], "CREATE INDEX `idx_notes_created` ON `notes` (`created`)",
+        "{by_su}"
+    );
+}
