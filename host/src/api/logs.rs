@@ -124,7 +124,8 @@ pub(crate) fn asked(state: &Shared, req: &axum::extract::Request) -> Option<Aske
 }
 
 /// Hand a finished request to the logs, as PocketBase logs it: every request but a successful
-/// one to the logs API itself or to the realtime stream.
+/// one to the logs API itself, to the realtime stream or for the dashboard (its files and
+/// the redirect to them).
 pub(crate) fn finished(
     state: &Shared,
     a: Asked,
@@ -142,7 +143,9 @@ async fn record(state: &Shared, a: Asked, exec_ms: f64, status: u16, refused: Op
     if refused.is_none()
         && (path == "/api/logs"
             || path.starts_with("/api/logs/")
-            || (path == "/api/realtime" && a.method == "GET"))
+            || (path == "/api/realtime" && a.method == "GET")
+            || path == "/_"
+            || path.starts_with("/_/"))
     {
         return;
     }
