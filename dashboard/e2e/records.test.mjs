@@ -1,0 +1,287 @@
+// The records screens in a real Chromium against a real ferrobase: the table (filter, sort,
+// columns, values rendered safely), the record form (create with a file upload, edit, a
+// validation error next to its field), delete and bulk delete, live updates through realtime,
+// and axe on the table and the form.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import { deflateSync } from "node:zlib";
+import { join, resolve, dirname } from "node:path";
+import { fileURLToPath } from "node:url";
+
+// In a worktree without its own build, use the main checkout's binary when it is there.
+const here = dirname(fileURLToPath(import.meta.url));
+if (!process.env.FERROBASE_BIN && !existsSync(resolve(here, "../../target/release/ferrobase"))) {
+  for (const p of ["/work/main/target/release/ferrobase"]) if (existsSync(p)) process.env.FERROBASE_BIN = p;
+}
+const { start } = await import("./harness.mjs");
+
+let h;
+let page;
+let tags; // the related collection
+const T = (id) => `[data-testid="${id}"]`;
+
+// A small valid PNG (solid color), for the upload and its thumbnail.
+function crc32(buf) {
+  let c, crc = 0xffffffff;
+  for (let n = 0; n < buf.length; n++) {
+    c = (crc ^ buf[n]) & 0xff;
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    crc = (crc >>> 8) ^ c;
+  }
+  return (crc ^ 0xffffffff) >>> 0;
+}
+function png(w, h, [r, g, b]) {
+  const chunk = (type, data) => {
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(data.length);
+    const td = Buffer.concat([Buffer.from(type), data]);
+    const crc = Buffer.alloc(4);
+    crc.writeUInt32BE(crc32(td));
+    return Buffer.concat([len, td, crc]);
+  };
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(w, 0);
+  ihdr.writeUInt32BE(h, 4);
+  ihdr[8] = 8; ihdr[9] = 2; ihdr[10] = 0; ihdr[11] = 0; ihdr[12] = 0;
+  const row = Buffer.alloc(1 + w * 3);
+  for (let x = 0; x < w; x++) row.set([r, g, b], 1 + x * 3);
+  const raw = Buffer.concat(Array.from({ length: h }, () => row));
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    chunk("IHDR", ihdr),
+    chunk("IDAT", deflateSync(raw)),
+    chunk("IEND", Buffer.alloc(0)),
+  ]);
+}
+
+async function api(path, opts) {
+  const r = await h.api(path, opts);
+  if (r.status >= 400) throw new Error(`${opts?.method ?? "GET"} ${path}: ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body;
+}
+const createPost = (body) => api("/api/collections/posts/records", { method: "POST", body });
+
+/** The texts of one column, top to bottom. */
+const column = (name) =>
+  page.$$eval(`${T("records-table")} tbody td[data-field="${name}"]`, (tds) => tds.map((td) => td.textContent.trim()));
+/** Wait until the table's rows satisfy `pred(titles)`. */
+async function waitTitles(pred, what) {
+  const deadline = Date.now() + 8000;
+  let last = [];
+  while (Date.now() < deadline) {
+    last = await column("title").catch(() => []);
+    if (pred(last)) return last;
+    await page.waitForTimeout(50);
+  }
+  assert.fail(`table titles never matched (${what}): ${JSON.stringify(last)}`);
+}
+const row = (title) => page.locator(`${T("records-table")} tbody tr`, { has: page.locator(`td[data-field="title"]`, { hasText: title }) });
+const dialog = () => page.locator('[role="dialog"]').first();
+/** The .field element whose label starts with `name`. */
+const fieldBox = (name) =>
+  dialog().locator(".field, fieldset").filter({ has: page.locator(`label, legend`).filter({ hasText: new RegExp(`^${name}`) }) }).first();
+
+before(async () => {
+  h = await start();
+  tags = await api("/api/collections", {
+    method: "POST",
+    body: { name: "tags", type: "base", fields: [{ name: "name", type: "text", presentable: true }] },
+  });
+  await api("/api/collections", {
+    method: "POST",
+    body: {
+      name: "posts",
+      type: "base",
+      fields: [
+        { name: "title", type: "text", required: true, max: 300 },
+        { name: "views", type: "number", min: 0, max: 100 },
+        { name: "published", type: "bool" },
+        { name: "when", type: "date" },
+        { name: "kind", type: "select", values: ["news", "blog", "misc"], maxSelect: 1 },
+        { name: "meta", type: "json" },
+        { name: "cover", type: "file", maxSelect: 1, thumbs: ["100x100"] },
+        { name: "tag", type: "relation", collectionId: tags.id, maxSelect: 1 },
+        { name: "site", type: "url" },
+        { name: "link", type: "text" },
+        { name: "created", type: "autodate", onCreate: true },
+        { name: "updated", type: "autodate", onCreate: true, onUpdate: true },
+      ],
+    },
+  });
+  for (const name of ["red", "green", "blue"]) await api("/api/collections/tags/records", { method: "POST", body: { name } });
+  await createPost({ title: "Alpha", views: 10, kind: "news", published: true, meta: { a: 1 }, site: "https://example.com/a" });
+  await createPost({ title: "Bravo", views: 20, kind: "blog" });
+  await createPost({ title: "Charlie", views: 30, kind: "misc" });
+  await createPost({ title: '<img src=x onerror="window.__xss=1">', views: 1, link: "javascript:alert(1)" });
+  await createPost({ title: "<script>window.__xss=1</script>", views: 2, link: "javascript:window.__xss=1" });
+  page = await h.newPage();
+  await h.signIn(page);
+});
+after(async () => {
+  await h?.stop();
+});
+
+test("records: table, form, filter, sort, delete, realtime, safe rendering", async (t) => {
+  await t.test("the table lists the records, values rendered as text", async () => {
+    await h.goto(page, "/collections/posts");
+    await page.waitForSelector(T("records-table"));
+    await waitTitles((x) => x.length === 5, "5 seeded rows");
+    assert.match(await page.textContent(T("records-total")), /of 5/);
+    // The injection attempts are shown as their literal text, nothing ran.
+    const titles = await column("title");
+    assert.ok(titles.includes('<img src=x onerror="window.__xss=1">'), JSON.stringify(titles));
+    assert.ok(titles.includes("<script>window.__xss=1</script>"), JSON.stringify(titles));
+    assert.equal(await page.evaluate(() => window.__xss), undefined);
+    assert.equal(await page.locator(`${T("records-table")} img[src="x"]`).count(), 0);
+    assert.equal(await page.locator(`${T("records-table")} script`).count(), 0);
+    // javascript: values are never links; http(s) urls are.
+    const links = await column("link");
+    assert.ok(links.includes("javascript:alert(1)"));
+    assert.equal(await page.locator('a[href^="javascript:"]').count(), 0);
+    assert.equal(await page.locator(`${T("records-table")} a[href="https://example.com/a"]`).count(), 1);
+    // dates: local time shown, the UTC value in the title
+    const created = page.locator(`${T("records-table")} td[data-field="created"] time`).first();
+    assert.match(await created.getAttribute("title"), /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}Z UTC$/);
+    // bool badge, select chip
+    assert.equal(await row("Alpha").locator('td[data-field="published"]').textContent(), "True");
+    assert.equal(await row("Bravo").locator('td[data-field="kind"] .rec-chip').textContent(), "blog");
+    assert.deepEqual(await h.axe(page), []);
+    await h.screenshot(page, "records-table");
+  });
+
+  await t.test("a validation error is shown next to its field", async () => {
+    await page.click(T("record-new"));
+    await dialog().waitFor();
+    await fieldBox("views").locator("input").fill("500"); // max is 100
+    await page.click(T("record-save"));
+    const viewsErr = fieldBox("views").locator(T("field-error"));
+    await viewsErr.waitFor();
+    assert.match(await viewsErr.textContent(), /100|less|greater|max/i);
+    const titleErr = fieldBox("title").locator(T("field-error")); // required, left empty
+    await titleErr.waitFor();
+    assert.match(await titleErr.textContent(), /blank|required|empty/i);
+    // Typing into the field clears its error.
+    await fieldBox("views").locator("input").fill("5");
+    await page.waitForFunction(() => ![...document.querySelectorAll('[role=dialog] [data-testid="field-error"]')].some((e) => /100|less|greater/i.test(e.textContent)));
+    await page.keyboard.press("Escape");
+    await dialog().waitFor({ state: "detached" });
+  });
+
+  await t.test("create a record through the form, with a file upload; its thumbnail loads", async () => {
+    await page.click(T("record-new"));
+    await dialog().waitFor();
+    await fieldBox("title").locator("input").fill("Delta from the form");
+    await fieldBox("views").locator("input").fill("42");
+    await fieldBox("published").locator("input").check();
+    await fieldBox("when").locator("input").fill("2024-03-05T14:30:00");
+    // the UTC value of the local input is shown below it
+    const utc = new Date("2024-03-05T14:30:00").toISOString().replace("T", " ");
+    await fieldBox("when").getByText(`UTC: ${utc}`).waitFor();
+    await fieldBox("kind").locator("select").selectOption("blog");
+    await fieldBox("meta").locator("textarea").fill("{bad json");
+    await fieldBox("meta").getByText(/Invalid JSON/).waitFor();
+    await fieldBox("meta").locator("textarea").fill('{"stars": 5}');
+    await fieldBox("cover").locator('input[type="file"]').setInputFiles({ name: "cover.png", mimeType: "image/png", buffer: png(120, 80, [200, 40, 40]) });
+    await fieldBox("cover").getByText("cover.png").waitFor();
+    // relation: search the target collection and pick one
+    const rel = fieldBox("tag");
+    await rel.locator('input[role="combobox"]').fill("gre");
+    await rel.locator(".rec-rel-opt", { hasText: "green" }).click();
+    await rel.locator(".rec-chips-edit", { hasText: "green" }).waitFor();
+    assert.deepEqual(await h.axe(page), []);
+    await h.screenshot(page, "records-form");
+    await page.click(T("record-save"));
+    await dialog().waitFor({ state: "detached" });
+    await waitTitles((x) => x.includes("Delta from the form"), "the new record");
+    const r = row("Delta from the form");
+    assert.equal(await r.locator('td[data-field="views"]').textContent(), "42");
+    assert.equal(await r.locator('td[data-field="tag"]').textContent(), "green");
+    const img = r.locator('td[data-field="cover"] img');
+    await img.waitFor();
+    assert.match(await img.getAttribute("src"), /thumb=100x100/);
+    await page.waitForFunction(
+      (id) => {
+        const el = document.querySelector(`tr[data-id="${id}"] td[data-field="cover"] img`);
+        return el && el.complete && el.naturalWidth > 0;
+      },
+      await r.getAttribute("data-id"),
+    );
+    // stored as sent
+    const stored = (await api(`/api/collections/posts/records?filter=${encodeURIComponent('title="Delta from the form"')}`)).items[0];
+    assert.equal(stored.when, utc);
+    assert.deepEqual(stored.meta, { stars: 5 });
+    assert.equal(stored.published, true);
+    assert.match(stored.cover, /^cover_\w+\.png$/);
+  });
+
+  await t.test("edit a record", async () => {
+    await row("Bravo").locator('td[data-field="views"]').click();
+    await dialog().waitFor();
+    await fieldBox("title").locator("input").fill("Bravo edited");
+    await page.click(T("record-save"));
+    await dialog().waitFor({ state: "detached" });
+    await waitTitles((x) => x.includes("Bravo edited") && !x.includes("Bravo"), "the edited title");
+  });
+
+  await t.test("filter: a valid filter narrows the rows, an invalid one shows the server's error", async () => {
+    await page.fill(T("records-filter"), "views >= 20 && views <= 42");
+    await page.press(T("records-filter"), "Enter");
+    const got = await waitTitles((x) => x.length === 3, "filtered rows");
+    assert.deepEqual([...got].sort(), ["Bravo edited", "Charlie", "Delta from the form"]);
+    await page.fill(T("records-filter"), "views >>> 1");
+    await page.press(T("records-filter"), "Enter");
+    const err = await page.waitForSelector(T("filter-error"));
+    const server = await h.api(`/api/collections/posts/records?filter=${encodeURIComponent("views >>> 1")}`);
+    assert.equal(server.status, 400);
+    assert.ok((await err.textContent()).includes(server.body.message), `${await err.textContent()} vs ${server.body.message}`);
+    await page.fill(T("records-filter"), "");
+    await page.press(T("records-filter"), "Enter");
+    await page.waitForSelector(T("filter-error"), { state: "detached" });
+    await waitTitles((x) => x.length === 6, "all rows again");
+  });
+
+  await t.test("sort by clicking a column header", async () => {
+    await page.click(T("sort-views")); // descending first
+    await waitTitles((x) => x[0] === "Delta from the form", "views descending");
+    assert.equal(await page.getAttribute('th:has([data-testid="sort-views"])', "aria-sort"), "descending");
+    await page.focus(T("sort-views"));
+    await page.keyboard.press("Enter"); // keyboard: ascending
+    await waitTitles((x) => x[0] === '<img src=x onerror="window.__xss=1">', "views ascending");
+    assert.equal(await page.getAttribute('th:has([data-testid="sort-views"])', "aria-sort"), "ascending");
+  });
+
+  await t.test("the column picker hides a column and remembers it", async () => {
+    await page.click(T("columns-button"));
+    await page.locator(".rec-cols-item", { hasText: "meta" }).locator("input").uncheck();
+    await page.waitForSelector(`${T("records-table")} th:has([data-testid="sort-meta"])`, { state: "detached" });
+    await page.reload();
+    await page.waitForSelector(`${T("records-table")} tbody tr`);
+    assert.equal(await page.locator(T("sort-meta")).count(), 0);
+    assert.equal(await page.locator(T("sort-title")).count(), 1);
+  });
+
+  await t.test("a record created through the API appears without a reload (realtime)", async () => {
+    await page.waitForSelector(".rec-live");
+    await createPost({ title: "Echo via the API", views: 7 });
+    await waitTitles((x) => x.includes("Echo via the API"), "the realtime row");
+    assert.equal(await page.evaluate(() => window.__xss), undefined);
+  });
+
+  await t.test("delete one record, then bulk delete two", async () => {
+    await row("Charlie").locator('td[data-field="views"]').click();
+    await dialog().waitFor();
+    await page.click(T("record-delete"));
+    await page.click(T("confirm-yes"));
+    await waitTitles((x) => !x.includes("Charlie") && x.length === 6, "Charlie deleted");
+    await row("Alpha").locator('input[type="checkbox"]').check();
+    await row("Echo via the API").locator('input[type="checkbox"]').check();
+    await page.click(T("bulk-delete"));
+    await page.click(T("confirm-yes"));
+    await waitTitles((x) => x.length === 4 && !x.includes("Alpha") && !x.includes("Echo via the API"), "bulk deleted");
+    const left = await api("/api/collections/posts/records?perPage=50");
+    assert.equal(left.totalItems, 4);
+    assert.equal(await page.evaluate(() => window.__xss), undefined);
+    assert.deepEqual(page.errors, []);
+  });
+});

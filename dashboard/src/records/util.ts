@@ -1,0 +1,187 @@
+// Small helpers of the records screens: errors, dates, collections, presentable values.
+import type { CollectionField, CollectionModel, RecordModel } from "pocketbase";
+import { pb } from "../pb";
+
+/** The message of an error from the SDK (the server's text when there is one). */
+export function errorText(e: unknown): string {
+  const err = e as { response?: { message?: string }; message?: string; status?: number };
+  const msg = err?.response?.message || err?.message || String(e);
+  if (err?.status === 0) return "The server could not be reached. " + msg;
+  return msg;
+}
+
+/** The per-field errors of a 400 answer (`response.data`), flattened to `name -> message`. */
+export function fieldErrors(e: unknown): Record<string, string> {
+  const data = (e as { response?: { data?: Record<string, unknown> } })?.response?.data;
+  const out: Record<string, string> = {};
+  if (!data || typeof data !== "object") return out;
+  for (const [key, val] of Object.entries(data)) {
+    // `docs+` / `docs-` / `+docs` errors concern the field `docs`.
+    const name = key.replace(/^\+|[+-]$/g, "");
+    out[name] = flattenMessage(val);
+  }
+  return out;
+}
+
+function flattenMessage(val: unknown): string {
+  if (!val || typeof val !== "object") return String(val ?? "");
+  const v = val as Record<string, unknown>;
+  if (typeof v.message === "string") return v.message;
+  return Object.entries(v)
+    .map(([k, x]) => `${k}: ${flattenMessage(x)}`)
+    .join("; ");
+}
+
+const pad = (n: number, w = 2) => String(n).padStart(w, "0");
+
+/** Parses PocketBase's `YYYY-MM-DD HH:MM:SS.sssZ` (or any ISO form) into a Date. */
+export function parsePbDate(s: string | undefined | null): Date | null {
+  if (!s) return null;
+  const d = new Date(String(s).replace(" ", "T"));
+  return isNaN(d.getTime()) ? null : d;
+}
+
+/** A PocketBase date string in UTC: `YYYY-MM-DD HH:MM:SS.sssZ`. */
+export function toPbDate(d: Date): string {
+  return d.toISOString().replace("T", " ");
+}
+
+/** The value of an `<input type="datetime-local" step="1">` for a PocketBase date, in local time. */
+export function toLocalInput(s: string | undefined | null): string {
+  const d = parsePbDate(s);
+  if (!d) return "";
+  return (
+    `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}` +
+    `T${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`
+  );
+}
+
+/** A datetime-local value (local time) as PocketBase's UTC date string; "" stays "". */
+export function fromLocalInput(v: string): string {
+  if (!v) return "";
+  const d = new Date(v);
+  return isNaN(d.getTime()) ? "" : toPbDate(d);
+}
+
+const localFmt = new Intl.DateTimeFormat(undefined, {
+  year: "numeric",
+  month: "short",
+  day: "2-digit",
+  hour: "2-digit",
+  minute: "2-digit",
+  second: "2-digit",
+});
+
+/** A date in the user's time zone, for display. */
+export function formatLocal(s: string): string {
+  const d = parsePbDate(s);
+  return d ? localFmt.format(d) : String(s);
+}
+
+export const userTimeZone = (() => {
+  try {
+    return Intl.DateTimeFormat().resolvedOptions().timeZone || "local time";
+  } catch {
+    return "local time";
+  }
+})();
+
+// ---- collections (for relation targets), loaded once per session and refreshed on demand ----
+
+let collectionsPromise: Promise<CollectionModel[]> | null = null;
+
+export function allCollections(refresh = false): Promise<CollectionModel[]> {
+  if (!collectionsPromise || refresh) {
+    collectionsPromise = pb.collections.getFullList({ batch: 500 }).catch((e) => {
+      collectionsPromise = null;
+      throw e;
+    });
+  }
+  return collectionsPromise;
+}
+
+export async function collectionById(id: string): Promise<CollectionModel | undefined> {
+  let list = await allCollections();
+  let c = list.find((x) => x.id === id || x.name === id);
+  if (!c) {
+    list = await allCollections(true);
+    c = list.find((x) => x.id === id || x.name === id);
+  }
+  return c;
+}
+
+/** The fields that name a record of a collection: its presentable ones, else a likely one. */
+export function presentableFields(c: CollectionModel | undefined): string[] {
+  if (!c) return [];
+  const fields = c.fields || [];
+  const marked = fields.filter((f) => f.presentable && !f.hidden).map((f) => f.name);
+  if (marked.length) return marked;
+  for (const guess of ["name", "title", "label", "username", "email", "slug"]) {
+    if (fields.some((f) => f.name === guess && !f.hidden)) return [guess];
+  }
+  return [];
+}
+
+/** A short text naming a record (its presentable fields, else its id). */
+export function recordLabel(r: RecordModel | undefined, names: string[]): string {
+  if (!r) return "";
+  const parts = names
+    .map((n) => r[n])
+    .filter((v) => v !== undefined && v !== null && v !== "" && !(Array.isArray(v) && !v.length))
+    .map((v) => (typeof v === "object" ? JSON.stringify(v) : String(v)));
+  return parts.length ? parts.join(" · ") : r.id;
+}
+
+/** The text fields of a collection a search box filters on. */
+export function searchableFields(c: CollectionModel | undefined): CollectionField[] {
+  return (c?.fields || []).filter(
+    (f) => !f.hidden && ["text", "email", "url", "editor"].includes(f.type),
+  );
+}
+
+export function isImageName(name: string): boolean {
+  return /\.(png|jpe?g|gif|webp|bmp|avif|svg)$/i.test(name);
+}
+
+/** Only http(s) URLs become links; anything else (javascript:, data:...) stays text. */
+export function safeHttpUrl(v: unknown): string | null {
+  if (typeof v !== "string") return null;
+  try {
+    const u = new URL(v);
+    return u.protocol === "http:" || u.protocol === "https:" ? u.href : null;
+  } catch {
+    return null;
+  }
+}
+
+export function truncate(s: string, n: number): string {
+  return s.length > n ? s.slice(0, n - 1) + "…" : s;
+}
+
+/** Plain text of an HTML string (parsed inertly; nothing runs, nothing loads). */
+export function htmlToText(html: string): string {
+  if (!html) return "";
+  const doc = new DOMParser().parseFromString(String(html), "text/html");
+  return (doc.body.textContent || "").replace(/\s+/g, " ").trim();
+}
+
+export function asArray<T = string>(v: unknown): T[] {
+  if (Array.isArray(v)) return v as T[];
+  if (v === undefined || v === null || v === "") return [];
+  return [v as T];
+}
+
+/** The multi-value fields: select/relation/file with maxSelect > 1. */
+export function isMulti(f: CollectionField): boolean {
+  return (f.maxSelect ?? 1) > 1;
+}
+
+export function debounce<A extends unknown[]>(fn: (...a: A) => void, ms: number) {
+  let t: ReturnType<typeof setTimeout> | undefined;
+  const d = (...a: A) => {
+    clearTimeout(t);
+    t = setTimeout(() => fn(...a), ms);
+  };
+  d.cancel = () => clearTimeout(t);
+  return d;
+}
