@@ -1,7 +1,7 @@
 // End-to-end harness: a real ferrobase on a free 127.0.0.1 port with a fresh data dir,
 // a real headless Chromium, and helpers. See CONTRACT.md for the API.
 import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync, mkdirSync, rmSync, copyFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, mkdirSync, rmSync, copyFileSync, cpSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -57,6 +57,9 @@ class Harness {
     this.pluginsDir = join(this.tmp, "plugins");
     mkdirSync(this.dataDir);
     mkdirSync(this.pluginsDir);
+    // A snapshot of dist/, so a rebuild during the run does not change what is served.
+    this.distDir = join(this.tmp, "dist");
+    cpSync(join(DASH, "dist"), this.distDir, { recursive: true });
     this.stdout = "";
     this.proc = null;
     this.browser = null;
@@ -87,7 +90,7 @@ class Harness {
   /** Start (or restart) the ferrobase process on the same port and data dir. */
   async startServer() {
     this.stdout = "";
-    const env = { ...process.env, FERROBASE_DASHBOARD_DIR: join(DASH, "dist"), RUST_LOG: process.env.RUST_LOG ?? "info" };
+    const env = { ...process.env, FERROBASE_DASHBOARD_DIR: this.distDir, RUST_LOG: process.env.RUST_LOG ?? "info" };
     const proc = spawn(BIN, ["serve", "--http", `127.0.0.1:${this.port}`, "--dir", this.dataDir, "--pluginsDir", this.pluginsDir], { env, stdio: ["ignore", "pipe", "pipe"] });
     this.proc = proc;
     proc.stdout.on("data", (d) => (this.stdout += d));
@@ -114,7 +117,7 @@ class Harness {
   }
 
   _startProxy() {
-    const dist = join(DASH, "dist");
+    const dist = this.distDir;
     const types = { html: "text/html", js: "text/javascript", css: "text/css", svg: "image/svg+xml", png: "image/png", json: "application/json" };
     this.proxy = http.createServer((req, res) => {
       if (req.url.startsWith("/_/")) {

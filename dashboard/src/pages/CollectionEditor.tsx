@@ -41,6 +41,15 @@ export function CollectionEditor(props: { collection?: CollectionModel; onClose:
   const [scaffolds, setScaffolds] = useState<Record<string, C> | null>(null);
   const nameId = useId("cname");
 
+  const [version, setVersion] = useState(0);
+  useEffect(() => {
+    // Edit the server's current definition, not a possibly stale copy from the list.
+    if (isNew) return;
+    pb.collections.getOne(props.collection!.id, { requestKey: null }).then((fresh) => {
+      setC(structuredClone(fresh));
+      setVersion((v) => v + 1);
+    }).catch(() => {});
+  }, []);
   useEffect(() => {
     if (!isNew) return;
     pb.collections.getScaffolds().then((s: any) => {
@@ -143,7 +152,7 @@ export function CollectionEditor(props: { collection?: CollectionModel; onClose:
         <button type="button" class="btn btn-ghost" onClick={props.onClose}>Cancel</button>
         <button type="submit" form="collection-form" class="btn btn-primary" disabled={busy} data-testid="save-collection">{busy ? "Saving…" : isNew ? "Create" : "Save changes"}</button>
       </>}>
-      <form id="collection-form" onSubmit={save} data-testid="collection-editor">
+      <form id="collection-form" onSubmit={save} data-testid="collection-editor" key={version} data-version={version}>
         <ErrorBox error={error} />
         <div class="row" style="align-items:flex-start;gap:16px">
           <TextField id={nameId} class="spacer" label="Name" name="name" value={c.name} onChange={(v) => set({ name: v })} error={errs.name} required autofocus placeholder="e.g. posts"

@@ -1,0 +1,127 @@
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { start } from "./harness.mjs";
+
+let h, page;
+const dialogs = [];
+before(async () => {
+  h = await start();
+  page = await h.newPage();
+  page.on("dialog", (d) => { dialogs.push(d.message()); d.dismiss().catch(() => {}); });
+  await h.signIn(page);
+});
+after(async () => { await h?.stop(); });
+
+async function openEditor(id) {
+  await h.goto(page, `/collections/${id}/edit`);
+  await page.waitForSelector('[data-testid="collection-editor"][data-version="1"]');
+}
+
+async function addField(type, name) {
+  await page.selectOption('[data-testid="new-field-type"]', type);
+  await page.click('[data-testid="add-field"]');
+  const inputs = page.locator('[data-testid="field-name"]');
+  await inputs.last().fill(name);
+}
+
+test("create a collection with several field types", async () => {
+  await h.goto(page, "/collections");
+  await page.waitForSelector('[data-testid="collection-link"]:has-text("users")');
+  assert.deepEqual(await h.axe(page), [], "collections page");
+  await page.click('[data-testid="new-collection"]');
+  await page.waitForSelector('[data-testid="collection-editor"]');
+  await page.fill('input[name="name"]', "posts");
+  await addField("text", "title");
+  await addField("number", "views");
+  await addField("bool", "published");
+  await addField("select", "status");
+  await page.fill('label:has-text("Choices") + input', "draft, live");
+  await addField("date", "due");
+  await addField("json", "meta");
+  await addField("file", "cover");
+  await addField("geoPoint", "where");
+  assert.deepEqual(await h.axe(page), [], "collection editor");
+  await h.screenshot(page, "collection-editor");
+  await page.click('[data-testid="save-collection"]');
+  await page.waitForSelector('[data-testid="toast"]:has-text("created")');
+  await page.waitForSelector('[data-testid="collection-link"]:has-text("posts")');
+  const r = await h.api("/api/collections/posts");
+  assert.equal(r.status, 200);
+  const types = Object.fromEntries(r.body.fields.map((f) => [f.name, f.type]));
+  for (const [n, t] of Object.entries({ title: "text", views: "number", published: "bool", status: "select", due: "date", meta: "json", cover: "file", where: "geoPoint" }))
+    assert.equal(types[n], t, `field ${n}`);
+  assert.deepEqual(r.body.fields.find((f) => f.name === "status").values, ["draft", "live"]);
+});
+
+test("a duplicate collection name shows the server's error next to the name", async () => {
+  await h.goto(page, "/collections/new");
+  await page.waitForSelector('[data-testid="collection-editor"]');
+  await page.fill('input[name="name"]', "posts");
+  await page.click('[data-testid="save-collection"]');
+  const err = page.locator('.field:has(input[name="name"]) [data-testid="field-error"]');
+  await err.waitFor();
+  assert.match(await err.textContent(), /\S/);
+  await h.screenshot(page, "validation-error");
+  await page.keyboard.press("Escape");
+});
+
+test("changing a rule is enforced by the API; a bad rule shows its error next to the rule", async () => {
+  const before = await h.api("/api/collections/posts/records", { guest: true });
+  assert.equal(before.status, 403, "locked list rule refuses guests");
+  const col = (await h.api("/api/collections/posts")).body;
+  await openEditor(col.id);
+  await page.click('role=tab[name="API rules"]');
+  await page.click('[data-rule="listRule"] .rule-head input[type="checkbox"]'); // unlock: "" = public
+  await page.click('[data-testid="save-collection"]');
+  await page.waitForSelector('[data-testid="toast"]:has-text("saved")');
+  const after1 = await h.api("/api/collections/posts/records", { guest: true });
+  assert.equal(after1.status, 200, "public list rule lets guests list");
+
+  await openEditor(col.id);
+  await page.click('role=tab[name="API rules"]');
+  await page.click('[data-rule="viewRule"] .rule-head input[type="checkbox"]');
+  await page.fill('textarea[name="viewRule"]', "nosuchfield = 1");
+  await page.click('[data-testid="save-collection"]');
+  const err = page.locator('[data-rule="viewRule"] [data-testid="field-error"]');
+  await err.waitFor();
+  assert.match(await err.textContent(), /\S/);
+  assert.deepEqual(await h.axe(page), [], "rules tab with an error");
+  await h.screenshot(page, "rules-error");
+  await page.keyboard.press("Escape");
+  assert.equal((await h.api("/api/collections/posts")).body.viewRule, null, "the bad rule was not saved");
+});
+
+test("no HTML injection from collection data, names or server messages", async () => {
+  const evil = `<img src=x onerror="window.__xss=1;alert(1)">`;
+  const col = (await h.api("/api/collections/posts")).body;
+  const fields = col.fields.map((f) => (f.name === "status" ? { ...f, values: [evil, "<script>window.__xss=2</script>", "javascript:alert(3)"] } : f));
+  const up = await h.api(`/api/collections/${col.id}`, { method: "PATCH", body: { fields } });
+  assert.equal(up.status, 200, JSON.stringify(up.body));
+  await h.api(`/api/${encodeURIComponent(evil)}`, { guest: true }); // lands in the logs
+  await openEditor(col.id);
+  await page.locator('[data-field-type="select"] button:has-text("Options")').click();
+  const v = await page.inputValue('label:has-text("Choices") + input');
+  assert.ok(v.includes("<img src=x"), `shown as text: ${v}`);
+  await page.fill('input[name="name"]', evil);
+  await page.click('[data-testid="save-collection"]');
+  await page.locator('.field:has(input[name="name"]) [data-testid="field-error"]').waitFor();
+  await page.keyboard.press("Escape");
+  await h.goto(page, "/logs");
+  await page.waitForSelector('[data-testid="log-row"]');
+  assert.equal(await page.locator('img[src="x"]').count(), 0);
+  assert.equal(await page.evaluate(() => window.__xss), undefined);
+  assert.deepEqual(dialogs, []);
+  assert.deepEqual(page.errors, []);
+});
+
+test("indexes: add one and see it saved", async () => {
+  const col = (await h.api("/api/collections/posts")).body;
+  await openEditor(col.id);
+  await page.click('role=tab[name=/Indexes/]');
+  await page.fill('label:has-text("Add an index") + textarea', "CREATE INDEX idx_posts_title ON posts (title)");
+  await page.click('button:has-text("+ Add index")');
+  await page.click('[data-testid="save-collection"]');
+  await page.waitForSelector('[data-testid="toast"]:has-text("saved")');
+  const r = await h.api("/api/collections/posts");
+  assert.ok(r.body.indexes.some((i) => i.includes("idx_posts_title")), JSON.stringify(r.body.indexes));
+});
