@@ -102,6 +102,8 @@ before(async () => {
         { name: "meta", type: "json" },
         { name: "cover", type: "file", maxSelect: 1, thumbs: ["100x100"] },
         { name: "tag", type: "relation", collectionId: tags.id, maxSelect: 1 },
+        { name: "docs", type: "file", maxSelect: 3, protected: true, thumbs: ["100x100"] },
+        { name: "body", type: "editor" },
         { name: "site", type: "url" },
         { name: "link", type: "text" },
         { name: "created", type: "autodate", onCreate: true },
@@ -268,6 +270,62 @@ test("records: table, form, filter, sort, delete, realtime, safe rendering", asy
     assert.equal(await page.evaluate(() => window.__xss), undefined);
   });
 
+  await t.test("multiple protected files: upload two (thumbnails through a file token), remove one", async () => {
+    await row("Delta from the form").locator('td[data-field="views"]').click();
+    await dialog().waitFor();
+    await fieldBox("docs").locator('input[type="file"]').setInputFiles([
+      { name: "one.png", mimeType: "image/png", buffer: png(60, 60, [20, 120, 200]) },
+      { name: "two.png", mimeType: "image/png", buffer: png(60, 60, [20, 200, 120]) },
+    ]);
+    await fieldBox("docs").getByText("2 of max 3 files").waitFor();
+    await page.click(T("record-save"));
+    await dialog().waitFor({ state: "detached" });
+    const id = await row("Delta from the form").getAttribute("data-id");
+    await page.waitForFunction((id) => {
+      const imgs = [...document.querySelectorAll(`tr[data-id="${id}"] td[data-field="docs"] img`)];
+      return imgs.length === 2 && imgs.every((i) => i.complete && i.naturalWidth > 0 && /[?&]token=/.test(i.src));
+    }, id);
+    let stored = await api(`/api/collections/posts/records/${id}`);
+    assert.equal(stored.docs.length, 2);
+    const [keep, drop] = stored.docs;
+    await row("Delta from the form").locator('td[data-field="views"]').click();
+    await dialog().waitFor();
+    await fieldBox("docs").getByRole("button", { name: `Remove file ${drop}` }).click();
+    await fieldBox("docs").getByText("will be deleted").waitFor();
+    await page.click(T("record-save"));
+    await dialog().waitFor({ state: "detached" });
+    await page.waitForFunction((id) => document.querySelectorAll(`tr[data-id="${id}"] td[data-field="docs"] img`).length === 1, id);
+    stored = await api(`/api/collections/posts/records/${id}`);
+    assert.deepEqual(stored.docs, [keep]);
+    assert.equal(stored.cover.startsWith("cover_"), true, "the other file field is untouched");
+  });
+
+  await t.test("editor field: formatting from the toolbar, pasted HTML sanitized", async () => {
+    await row("Delta from the form").locator('td[data-field="views"]').click();
+    await dialog().waitFor();
+    const area = fieldBox("body").locator('[contenteditable]');
+    await area.click();
+    await page.keyboard.type("Hello ");
+    await fieldBox("body").getByRole("button", { name: "Bold" }).click();
+    await page.keyboard.type("world");
+    await area.evaluate((el) => {
+      const dt = new DataTransfer();
+      dt.setData("text/html", '<img src=x onerror="window.__xss=1"><a href="javascript:alert(1)">bad</a><script>window.__xss=1<\/script><i onclick="x()">ok</i><a href="https://example.org/">fine</a>');
+      dt.setData("text/plain", "bad ok fine");
+      el.dispatchEvent(new ClipboardEvent("paste", { clipboardData: dt, bubbles: true, cancelable: true }));
+    });
+    assert.equal(await area.locator("img, script, [onclick], [onerror]").count(), 0);
+    await page.click(T("record-save"));
+    await dialog().waitFor({ state: "detached" });
+    const id = await row("Delta from the form").getAttribute("data-id");
+    const body = (await api(`/api/collections/posts/records/${id}`)).body;
+    assert.match(body, /^Hello <(b|strong)>world/, body);
+    assert.match(body, /<i>ok<\/i>/, body);
+    assert.match(body, /<a href="https:\/\/example.org\/"[^>]*>fine<\/a>/, body);
+    for (const bad of ["<img", "<script", "onerror", "onclick", "javascript:"]) assert.ok(!body.includes(bad), `${bad} in ${body}`);
+    assert.equal(await page.evaluate(() => window.__xss), undefined);
+  });
+
   await t.test("delete one record, then bulk delete two", async () => {
     await row("Charlie").locator('td[data-field="views"]').click();
     await dialog().waitFor();
@@ -282,6 +340,47 @@ test("records: table, form, filter, sort, delete, realtime, safe rendering", asy
     const left = await api("/api/collections/posts/records?perPage=50");
     assert.equal(left.totalItems, 4);
     assert.equal(await page.evaluate(() => window.__xss), undefined);
+    assert.deepEqual(page.errors, []);
+  });
+
+  await t.test("auth records: password confirm error, verification state, impersonate", async () => {
+    await h.goto(page, "/collections/users");
+    await page.waitForSelector(`${T("records-table")}`);
+    await page.click(T("record-new"));
+    await dialog().waitFor();
+    await fieldBox("email").locator("input").fill("ann@example.com");
+    const pw = dialog().getByLabel(/^Password\s*\*?$/);
+    const pwc = dialog().getByLabel(/^Password confirm\s*\*?$/);
+    await pw.fill("a-long-password-1");
+    await pwc.fill("something-else-2");
+    await page.click(T("record-save"));
+    await dialog().locator(".field", { has: page.getByLabel(/^Password confirm\s*\*?$/) }).locator(T("field-error")).waitFor();
+    await pwc.fill("a-long-password-1");
+    await page.click(T("record-save"));
+    await dialog().waitFor({ state: "detached" });
+    const r = page.locator(`${T("records-table")} tbody tr`, { hasText: "ann@example.com" });
+    await r.waitFor();
+    await r.locator('td[data-field="verified"]').click();
+    await dialog().waitFor();
+    await dialog().getByText("Not verified").waitFor();
+    await dialog().getByText("Linked OAuth2 accounts").waitFor();
+    await dialog().locator(".rec-oauth").getByText("None.").waitFor();
+    await dialog().getByRole("button", { name: "Impersonate" }).click();
+    const tok = dialog().locator(".rec-token textarea");
+    await tok.waitFor();
+    const token = await tok.inputValue();
+    assert.match(token, /^[\w-]+\.[\w-]+\.[\w-]+$/);
+    // The token acts as the user (users' default viewRule is `id = @request.auth.id`); an
+    // impersonation token is not refreshable, as in PocketBase.
+    const uid = await r.getAttribute("data-id");
+    const me = await h.api(`/api/collections/users/records/${uid}`, { guest: true, headers: { authorization: token } });
+    assert.equal(me.status, 200);
+    assert.equal(me.body.email, "ann@example.com");
+    await dialog().getByRole("button", { name: "Send verification" }).click();
+    await dialog().locator(".rec-auth [role=status], .rec-auth [role=alert]").waitFor();
+    assert.deepEqual(await h.axe(page), []);
+    await h.screenshot(page, "records-auth");
+    await page.keyboard.press("Escape");
     assert.deepEqual(page.errors, []);
   });
 });

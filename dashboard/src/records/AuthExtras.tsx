@@ -43,7 +43,6 @@ export function AuthExtras(props: { collection: CollectionModel; record: RecordM
     try {
       await fn();
       setMsg({ kind: "ok", text: ok });
-      toast(ok);
     } catch (e) {
       setMsg({ kind: "err", text: errorMessage(e) });
     } finally {
@@ -90,7 +89,10 @@ export function AuthExtras(props: { collection: CollectionModel; record: RecordM
 
   const email = String(r.email ?? "");
   return (
-    <section class="rec-auth" aria-label="Auth record">
+    <section class="rec-auth" aria-labelledby={`${durId}-h`}>
+      <h3 class="rec-h3" id={`${durId}-h`}>
+        Account
+      </h3>
       <div class="rec-auth-row">
         {r.verified ? <Badge kind="ok">Verified</Badge> : <Badge kind="warn">Not verified</Badge>}
         {email && <span class="rec-mono">{email}</span>}
@@ -117,7 +119,7 @@ export function AuthExtras(props: { collection: CollectionModel; record: RecordM
         <label for={durId}>Token duration (seconds, 0 = the collection's)</label>
         <input
           id={durId}
-          class="input rec-narrow"
+          class="input rec-dur"
           type="number"
           min={0}
           value={duration}

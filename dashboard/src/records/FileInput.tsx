@@ -115,22 +115,26 @@ export function FileInput(props: {
         ))}
       </ul>
       <div class="rec-upload">
-        <input
-          id={props.id}
-          type="file"
-          class="rec-file-native"
-          multiple={multi}
-          disabled={full}
-          accept={(field.mimeTypes || []).join(",") || undefined}
-          aria-describedby={props.describedBy}
-          onChange={(e) => {
-            const el = e.target as HTMLInputElement;
-            addFiles(el.files);
-            el.value = "";
-          }}
-        />
+        <label class={`btn btn-ghost btn-sm rec-upload-btn ${full ? "rec-disabled" : ""}`}>
+          <span aria-hidden="true">⭱</span> {multi ? "Upload files" : value.kept.length || value.added.length ? "Replace file" : "Upload file"}
+          <input
+            id={props.id}
+            type="file"
+            class="rec-file-native"
+            multiple={multi}
+            disabled={full}
+            accept={(field.mimeTypes || []).join(",") || undefined}
+            aria-describedby={props.describedBy}
+            onChange={(e) => {
+              const el = e.target as HTMLInputElement;
+              addFiles(el.files);
+              el.value = "";
+            }}
+          />
+        </label>
         <span class="rec-muted">
-          {multi ? `${count} of max ${max} files` : count ? "A new upload replaces the file" : "One file"}
+          {multi ? `${count} of max ${max} files` : "One file"}
+          {field.maxSize ? ` · up to ${Math.round(field.maxSize / 1024 / 1024 * 10) / 10} MB each` : ""}
         </span>
       </div>
     </div>

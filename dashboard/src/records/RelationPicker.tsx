@@ -70,6 +70,7 @@ export function RelationPicker(props: {
     }
     if (!multi) {
       props.onChange([r.id]);
+      setQ("");
       setOpen(false);
       return;
     }
