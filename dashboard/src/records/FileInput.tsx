@@ -116,7 +116,7 @@ export function FileInput(props: {
       </ul>
       <div class="rec-upload">
         <label class={`btn btn-ghost btn-sm rec-upload-btn ${full ? "rec-disabled" : ""}`}>
-          <span aria-hidden="true">⭱</span> {multi ? "Upload files" : value.kept.length || value.added.length ? "Replace file" : "Upload file"}
+          <svg width="14" height="14" viewBox="0 0 24 24" fill="none" stroke="currentColor" stroke-width="2" stroke-linecap="round" aria-hidden="true"><path d="M12 16V4m0 0l-5 5m5-5l5 5M4 20h16" /></svg>{" "}{multi ? "Upload files" : value.kept.length || value.added.length ? "Replace file" : "Upload file"}
           <input
             id={props.id}
             type="file"

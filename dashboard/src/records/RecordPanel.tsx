@@ -228,7 +228,7 @@ export function RecordPanel(props: {
 
   if (isView) {
     return (
-      <Modal drawer wide title={`${c.name} record`} onClose={props.onClose}
+      <Modal drawer wide class="rec-drawer" title={`${c.name} record`} onClose={props.onClose}
         footer={<button class="btn btn-ghost" onClick={props.onClose}>Close</button>}>
         <p class="rec-muted">View collections are read-only.</p>
         <dl class="rec-details">
@@ -247,6 +247,7 @@ export function RecordPanel(props: {
     <Modal
       drawer
       wide
+      class="rec-drawer"
       title={isNew ? `New ${c.name} record` : `Edit ${c.name} record`}
       onClose={props.onClose}
       footer={

@@ -265,7 +265,16 @@ function RecordsTable(props: { collection: CollectionModel }) {
             value={filterText}
             aria-invalid={filterErr ? "true" : undefined}
             aria-describedby={filterErr ? `${filterId}-err` : undefined}
-            onInput={(e) => setFilterText((e.target as HTMLInputElement).value)}
+            onInput={(e) => {
+              const v = (e.target as HTMLInputElement).value;
+              setFilterText(v);
+              // The search box's own clear button (or deleting everything) drops the filter.
+              if (v === "" && filter) {
+                setFilter("");
+                setFilterErr("");
+                setPage(1);
+              }
+            }}
             data-testid="records-filter"
           />
           <button type="submit" class="btn btn-ghost">
