@@ -152,7 +152,7 @@ export function CollectionEditor(props: { collection?: CollectionModel; onClose:
         <button type="button" class="btn btn-ghost" onClick={props.onClose}>Cancel</button>
         <button type="submit" form="collection-form" class="btn btn-primary" disabled={busy} data-testid="save-collection">{busy ? "Saving…" : isNew ? "Create" : "Save changes"}</button>
       </>}>
-      <form id="collection-form" onSubmit={save} data-testid="collection-editor" key={version} data-version={version}>
+      <form id="collection-form" noValidate onSubmit={save} data-testid="collection-editor" key={version} data-version={version}>
         <ErrorBox error={error} />
         <div class="row" style="align-items:flex-start;gap:16px">
           <TextField id={nameId} class="spacer" label="Name" name="name" value={c.name} onChange={(v) => set({ name: v })} error={errs.name} required autofocus placeholder="e.g. posts"

@@ -6,28 +6,37 @@ import { PageHeader, ErrorBox, Loading, Modal, Badge, errorMessage, fmtDate, Emp
 type Stat = { date: string; total: number };
 const PER_PAGE = 40;
 
+const HOUR = 3600000;
+const parseDate = (d: string) => new Date(d.replace(" ", "T")).getTime();
+
+/** Requests per hour as SVG bars: at least the last 24 hours, up to now. */
 function Chart(p: { stats: Stat[] }) {
-  const W = 1000, H = 120, pad = 18;
-  if (!p.stats.length) return <p class="muted small">No requests in the period.</p>;
+  const W = 1000, H = 130, left = 40, bottom = 20, top = 10;
+  const now = Math.floor(Date.now() / HOUR) * HOUR;
+  const first = p.stats.length ? Math.floor(parseDate(p.stats[0].date) / HOUR) * HOUR : now;
+  const t0 = Math.min(first, now - 23 * HOUR);
+  const hours = Math.round((now - t0) / HOUR) + 1;
   const max = Math.max(...p.stats.map((s) => s.total), 1);
-  const t0 = new Date(p.stats[0].date.replace(" ", "T")).getTime();
-  const t1 = new Date(p.stats[p.stats.length - 1].date.replace(" ", "T")).getTime();
-  const hours = Math.max(1, Math.round((t1 - t0) / 3600000) + 1);
-  const bw = Math.max(2, (W - pad * 2) / hours - 2);
+  const slot = (W - left) / hours;
+  const bw = Math.max(1, slot - 2);
   const total = p.stats.reduce((a, s) => a + s.total, 0);
+  const ticks = [0, Math.floor(hours / 2), hours - 1];
+  const hourLabel = (t: number) => new Date(t).toLocaleString(undefined, { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
   return (
     <figure style="margin:0">
-      <svg class="chart" viewBox={`0 0 ${W} ${H}`} preserveAspectRatio="none" role="img" aria-label={`Requests per hour: ${total} requests over ${hours} hours, at most ${max} in one hour`} data-testid="logs-chart">
-        <line x1={pad} x2={W - pad} y1={H - pad} y2={H - pad} stroke="var(--border-strong)" />
+      <svg class="chart" viewBox={`0 0 ${W} ${H}`} role="img" aria-label={`Requests per hour: ${total} in the period shown, at most ${max} in one hour`} data-testid="logs-chart">
+        <line x1={left} x2={W} y1={H - bottom} y2={H - bottom} stroke="var(--border-strong)" />
+        <line x1={left} x2={W} y1={top} y2={top} stroke="var(--border)" stroke-dasharray="3 4" />
+        <text x={left - 6} y={top + 4} font-size="11" text-anchor="end" fill="var(--muted)">{max}</text>
+        <text x={left - 6} y={H - bottom + 4} font-size="11" text-anchor="end" fill="var(--muted)">0</text>
         {p.stats.map((s) => {
-          const t = new Date(s.date.replace(" ", "T")).getTime();
-          const i = Math.round((t - t0) / 3600000);
-          const h = ((H - pad * 2) * s.total) / max;
-          return <rect class="bar" x={pad + i * (bw + 2)} y={H - pad - h} width={bw} height={h} rx="1.5"><title>{`${fmtDate(s.date)}: ${s.total} requests`}</title></rect>;
+          const i = Math.round((parseDate(s.date) - t0) / HOUR);
+          const h = ((H - top - bottom) * s.total) / max;
+          return <rect class="bar" x={left + i * slot + 1} y={H - bottom - h} width={bw} height={h} rx="1.5"><title>{`${hourLabel(parseDate(s.date))}: ${s.total} requests`}</title></rect>;
         })}
-        <text x={pad} y={12} font-size="11" fill="var(--muted)">{max}/h</text>
+        {ticks.map((i) => <text x={left + i * slot + slot / 2} y={H - 4} font-size="11" text-anchor="middle" fill="var(--muted)">{hourLabel(t0 + i * HOUR)}</text>)}
       </svg>
-      <figcaption class="muted small">{total} requests · {fmtDate(p.stats[0].date)} – {fmtDate(p.stats[p.stats.length - 1].date)}</figcaption>
+      <figcaption class="muted small">{total} {total === 1 ? "request" : "requests"} · per hour, local time</figcaption>
     </figure>
   );
 }
@@ -75,7 +84,7 @@ export function LogsPage() {
         {filter && <button class="btn btn-ghost" type="button" onClick={() => { setFilterText(""); setFilter(""); setPage(1); }}>Clear</button>}
       </form>
       <ErrorBox error={error} />
-      <div class="card">{stats === null ? <Loading /> : <Chart stats={stats} />}</div>
+      <div class="card"><h2 class="sr-only">Requests per hour</h2>{stats === null ? <Loading /> : <Chart stats={stats} />}</div>
       {list === null ? (!error && <Loading />) : list.items.length === 0 ? <EmptyState title="No logs found">{filter ? "Nothing matches this filter." : "Requests to the server are logged here."}</EmptyState> : (
         <>
           <div class="table-wrap">
@@ -119,7 +128,7 @@ export function LogsPage() {
             ))}
           </dl>
           <div class="section-title">Data</div>
-          <pre class="code">{JSON.stringify(open.data, null, 2)}</pre>
+          <pre class="code" tabIndex={0} aria-label="Log data (JSON)">{JSON.stringify(open.data, null, 2)}</pre>
         </Modal>
       )}
     </main>

@@ -79,7 +79,7 @@ function AppSettings() {
   const rules: S[] = s.rateLimits?.rules ?? [];
   const setRule = (i: number, patch: S) => set("rateLimits", { rules: rules.map((r, j) => (j === i ? { ...r, ...patch } : r)) });
   return (
-    <form onSubmit={(e) => { e.preventDefault(); save(["meta", "trustedProxy", "rateLimits", "batch"]); }} data-testid="app-settings">
+    <form noValidate onSubmit={(e) => { e.preventDefault(); save(["meta", "trustedProxy", "rateLimits", "batch"]); }} data-testid="app-settings">
       <PageHeader title="Application" crumbs="Settings" actions={<button class="btn btn-primary" type="submit" disabled={busy}>{busy ? "Saving…" : "Save changes"}</button>} />
       <ErrorBox error={error} />
       <div class="card">
@@ -147,7 +147,7 @@ function MailSettings() {
     }
   }
   return (
-    <form onSubmit={(e) => { e.preventDefault(); save(["meta", "smtp"]); }} data-testid="mail-settings">
+    <form noValidate onSubmit={(e) => { e.preventDefault(); save(["meta", "smtp"]); }} data-testid="mail-settings">
       <PageHeader title="Mail settings" crumbs="Settings" actions={<button class="btn btn-primary" type="submit" disabled={busy}>{busy ? "Saving…" : "Save changes"}</button>} />
       <ErrorBox error={error} />
       <div class="card">
@@ -207,7 +207,7 @@ function StorageSettings() {
     }
   }
   return (
-    <form onSubmit={(e) => { e.preventDefault(); save(["s3"]); }} data-testid="storage-settings">
+    <form noValidate onSubmit={(e) => { e.preventDefault(); save(["s3"]); }} data-testid="storage-settings">
       <PageHeader title="Files storage" crumbs="Settings" actions={<button class="btn btn-primary" type="submit" disabled={busy}>{busy ? "Saving…" : "Save changes"}</button>} />
       <ErrorBox error={error} />
       <div class="card">
@@ -351,7 +351,7 @@ function Backups() {
         </table>
       </div>
       {s && (
-        <form class="card" onSubmit={(e) => { e.preventDefault(); st.save(["backups"], "Backup settings saved."); }} data-testid="backup-settings">
+        <form class="card" noValidate onSubmit={(e) => { e.preventDefault(); st.save(["backups"], "Backup settings saved."); }} data-testid="backup-settings">
           <h2>Automatic backups</h2>
           <ErrorBox error={st.error} />
           <div class="grid-2">

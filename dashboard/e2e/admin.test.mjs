@@ -1,0 +1,114 @@
+// Settings, backups, crons and logs.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { start } from "./harness.mjs";
+
+let h, page;
+before(async () => {
+  h = await start();
+  page = await h.newPage();
+  await h.signIn(page);
+});
+after(async () => { await h?.stop(); });
+
+test("application settings are saved", async () => {
+  await h.goto(page, "/settings");
+  await page.waitForSelector('[data-testid="app-settings"]');
+  assert.deepEqual(await h.axe(page), [], "settings");
+  await page.fill('input[name="appName"]', "Acme e2e");
+  await page.click('button:has-text("+ Add rule")');
+  await page.fill('input[id][class*="mono"] >> nth=-1', "/api/e2e");
+  await page.click('button:has-text("Save changes")');
+  await page.waitForSelector('[data-testid="toast"]:has-text("Settings saved")');
+  await h.screenshot(page, "settings");
+  const s = (await h.api("/api/settings")).body;
+  assert.equal(s.meta.appName, "Acme e2e");
+  assert.ok(s.rateLimits.rules.some((r) => r.label === "/api/e2e"), JSON.stringify(s.rateLimits));
+});
+
+test("a settings validation error is shown next to its field", async () => {
+  await h.goto(page, "/settings");
+  await page.waitForSelector('[data-testid="app-settings"]');
+  await page.fill('input[name="appName"]', "");
+  await page.click('button:has-text("Save changes")');
+  const err = page.locator('.field:has(input[name="appName"]) [data-testid="field-error"]');
+  await err.waitFor();
+  assert.match(await err.textContent(), /\S/);
+  assert.equal((await h.api("/api/settings")).body.meta.appName, "Acme e2e");
+});
+
+test("mail settings page: SMTP fields and the test send", async () => {
+  await h.goto(page, "/settings/mail");
+  await page.waitForSelector('[data-testid="mail-settings"]');
+  await page.click('label:has-text("Use SMTP")');
+  await page.waitForSelector('label:has-text("Host")');
+  assert.deepEqual(await h.axe(page), [], "mail settings");
+});
+
+test("a backup is created and listed; crons are listed", async () => {
+  await h.goto(page, "/settings/backups");
+  await page.waitForSelector('[data-testid="backups-table"]');
+  await page.fill('input[name="backupName"]', "e2e_backup.zip");
+  await page.click('[data-testid="create-backup"]');
+  await page.waitForSelector('[data-testid="backup-row"]:has-text("e2e_backup.zip")', { timeout: 30000 });
+  const list = (await h.api("/api/backups")).body;
+  assert.ok(list.some((b) => b.key === "e2e_backup.zip"), JSON.stringify(list));
+  assert.deepEqual(await h.axe(page), [], "backups");
+  await h.screenshot(page, "backups");
+  await h.goto(page, "/settings/crons");
+  await page.waitForSelector('[data-testid="cron-row"]');
+  assert.deepEqual(await h.axe(page), [], "crons");
+});
+
+test("logs: listed, filtered, with the chart and the detail drawer", async () => {
+  for (let i = 0; i < 3; i++) await h.api("/api/collections/users/records?marker=e2e-missing", { guest: true });
+  await h.api("/api/no-such-route-e2e", { guest: true });
+  // request logs may be written in batches: wait until the server lists it
+  const deadline = Date.now() + 10000;
+  while ((await h.api(`/api/logs?filter=${encodeURIComponent('data.url ~ "no-such-route-e2e"')}`)).body.totalItems < 1) {
+    assert.ok(Date.now() < deadline, "the request was never logged");
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  await h.goto(page, "/logs");
+  await page.waitForSelector('[data-testid="log-row"]');
+  await page.waitForSelector('[data-testid="logs-chart"]');
+  const all = await page.locator('[data-testid="log-row"]').count();
+  await page.fill('input[name="filter"]', 'data.url ~ "no-such-route-e2e"');
+  await page.click('button:has-text("Apply")');
+  await page.waitForFunction(() => {
+    const rows = [...document.querySelectorAll('[data-testid="log-row"]')];
+    return rows.length > 0 && rows.every((r) => r.textContent.includes("no-such-route-e2e"));
+  });
+  assert.ok(all > (await page.locator('[data-testid="log-row"]').count()));
+  await page.locator('[data-testid="log-row"]').first().click();
+  await page.waitForSelector('[data-testid="log-detail"]');
+  assert.match(await page.textContent('[data-testid="log-detail"]'), /no-such-route-e2e/);
+  assert.deepEqual(await h.axe(page), [], "logs + drawer");
+  await page.keyboard.press("Escape");
+  await page.fill('input[name="filter"]', "");
+  await page.click('button:has-text("Apply")');
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid="log-row"]').length >= n, all);
+  await h.screenshot(page, "logs");
+  // a bad filter shows the server's message, not a broken page
+  await page.fill('input[name="filter"]', "nosuch ~~ 1");
+  await page.click('button:has-text("Apply")');
+  await page.waitForSelector('[data-testid="form-error"]');
+});
+
+test("export shows the collections JSON", async () => {
+  await h.goto(page, "/settings/export");
+  await page.waitForSelector('pre[aria-label="Collections JSON"]');
+  const json = JSON.parse(await page.textContent('pre[aria-label="Collections JSON"]'));
+  assert.ok(json.some((c) => c.name === "users"));
+  assert.deepEqual(await h.axe(page), [], "export");
+});
+
+test("import adds a collection", async () => {
+  const current = (await h.api("/api/collections?perPage=200")).body.items.map(({ created, updated, ...c }) => c);
+  const extra = { name: "imported_notes", type: "base", fields: [{ name: "body", type: "text" }] };
+  await h.goto(page, "/settings/import");
+  await page.fill('textarea[name="importJson"]', JSON.stringify([...current, extra]));
+  await page.click('button:has-text("Review and import")');
+  await page.waitForSelector('[data-testid="toast"]:has-text("Imported")');
+  assert.equal((await h.api("/api/collections/imported_notes")).status, 200);
+});
