@@ -118,6 +118,9 @@ before(async () => {
   await createPost({ title: '<img src=x onerror="window.__xss=1">', views: 1, link: "javascript:alert(1)" });
   await createPost({ title: "<script>window.__xss=1</script>", views: 2, link: "javascript:window.__xss=1" });
   page = await h.newPage();
+  // A time zone away from UTC, so local display and UTC storage differ.
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send("Emulation.setTimezoneOverride", { timezoneId: "America/New_York" });
   await h.signIn(page);
 });
 after(async () => {
@@ -178,7 +181,7 @@ test("records: table, form, filter, sort, delete, realtime, safe rendering", asy
     await fieldBox("published").locator("input").check();
     await fieldBox("when").locator("input").fill("2024-03-05T14:30:00");
     // the UTC value of the local input is shown below it
-    const utc = new Date("2024-03-05T14:30:00").toISOString().replace("T", " ");
+    const utc = "2024-03-05 19:30:00.000Z"; // 14:30 in New York (EST, UTC-5)
     await fieldBox("when").getByText(`UTC: ${utc}`).waitFor();
     await fieldBox("kind").locator("select").selectOption("blog");
     await fieldBox("meta").locator("textarea").fill("{bad json");
@@ -199,6 +202,9 @@ test("records: table, form, filter, sort, delete, realtime, safe rendering", asy
     const r = row("Delta from the form");
     assert.equal(await r.locator('td[data-field="views"]').textContent(), "42");
     assert.equal(await r.locator('td[data-field="tag"]').textContent(), "green");
+    const when = r.locator('td[data-field="when"] time');
+    assert.equal(await when.getAttribute("title"), `${utc} UTC`);
+    assert.match(await when.textContent(), /0?2:30:00\s*PM|14:30:00/);
     const img = r.locator('td[data-field="cover"] img');
     await img.waitFor();
     assert.match(await img.getAttribute("src"), /thumb=100x100/);
@@ -343,6 +349,33 @@ test("records: table, form, filter, sort, delete, realtime, safe rendering", asy
     assert.deepEqual(page.errors, []);
   });
 
+  await t.test("pagination and per-page; select a whole page and delete it in one batch", async () => {
+    for (let i = 0; i < 22; i++) await api("/api/collections/tags/records", { method: "POST", body: { name: `tag ${String(i).padStart(2, "0")}` } });
+    await api("/api/settings", { method: "PATCH", body: { batch: { enabled: true, maxRequests: 50 } } });
+    await h.goto(page, "/collections/tags");
+    await page.waitForSelector(`${T("records-table")} tbody tr`);
+    await page.selectOption(".rec-pager select", "10");
+    await page.waitForFunction(() => /1–10 of 25/.test(document.querySelector('[data-testid="records-total"]').textContent));
+    assert.equal(await page.locator(`${T("records-table")} tbody tr`).count(), 10);
+    await page.getByRole("button", { name: "Next page" }).click();
+    await page.waitForFunction(() => /11–20 of 25/.test(document.querySelector('[data-testid="records-total"]').textContent));
+    await page.getByRole("button", { name: "Next page" }).click();
+    await page.waitForFunction(() => /21–25 of 25/.test(document.querySelector('[data-testid="records-total"]').textContent));
+    assert.equal(await page.locator(`${T("records-table")} tbody tr`).count(), 5);
+    assert.equal(await page.getByRole("button", { name: "Next page" }).isDisabled(), true);
+    await page.getByRole("button", { name: "Previous page" }).click();
+    await page.waitForFunction(() => /11–20 of 25/.test(document.querySelector('[data-testid="records-total"]').textContent));
+    const batches = [];
+    page.on("request", (r) => r.url().endsWith("/api/batch") && batches.push(r.method()));
+    await page.getByLabel("Select all records on this page").check();
+    await page.getByText("10 selected").waitFor();
+    await page.click(T("bulk-delete"));
+    await page.click(T("confirm-yes"));
+    await page.waitForFunction(() => /of 15$/.test(document.querySelector('[data-testid="records-total"]').textContent.replace(" · live", "").trim()));
+    assert.deepEqual(batches, ["POST"]);
+    assert.equal((await api("/api/collections/tags/records?perPage=1")).totalItems, 15);
+  });
+
   await t.test("auth records: password confirm error, verification state, impersonate", async () => {
     await h.goto(page, "/collections/users");
     await page.waitForSelector(`${T("records-table")}`);
@@ -360,11 +393,21 @@ test("records: table, form, filter, sort, delete, realtime, safe rendering", asy
     await dialog().waitFor({ state: "detached" });
     const r = page.locator(`${T("records-table")} tbody tr`, { hasText: "ann@example.com" });
     await r.waitFor();
+    const uid = await r.getAttribute("data-id");
+    const users = await api("/api/collections/users");
+    await api("/api/collections/_externalAuths/records", {
+      method: "POST",
+      body: { collectionRef: users.id, recordRef: uid, provider: "github", providerId: "gh-4242" },
+    });
     await r.locator('td[data-field="verified"]').click();
     await dialog().waitFor();
     await dialog().getByText("Not verified").waitFor();
-    await dialog().getByText("Linked OAuth2 accounts").waitFor();
+    await dialog().locator(".rec-oauth").getByText("gh-4242").waitFor();
+    await dialog().locator(".rec-oauth").getByRole("button", { name: "Unlink" }).click();
+    await page.click(T("confirm-yes"));
     await dialog().locator(".rec-oauth").getByText("None.").waitFor();
+    const links = await api(`/api/collections/_externalAuths/records?filter=${encodeURIComponent(`recordRef="${uid}"`)}`);
+    assert.equal(links.totalItems, 0);
     await dialog().getByRole("button", { name: "Impersonate" }).click();
     const tok = dialog().locator(".rec-token textarea");
     await tok.waitFor();
@@ -372,7 +415,6 @@ test("records: table, form, filter, sort, delete, realtime, safe rendering", asy
     assert.match(token, /^[\w-]+\.[\w-]+\.[\w-]+$/);
     // The token acts as the user (users' default viewRule is `id = @request.auth.id`); an
     // impersonation token is not refreshable, as in PocketBase.
-    const uid = await r.getAttribute("data-id");
     const me = await h.api(`/api/collections/users/records/${uid}`, { guest: true, headers: { authorization: token } });
     assert.equal(me.status, 200);
     assert.equal(me.body.email, "ann@example.com");

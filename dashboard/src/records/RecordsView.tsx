@@ -224,8 +224,9 @@ function RecordsTable(props: { collection: CollectionModel }) {
   const open = (r: RecordModel | null) => setPanel({ record: r });
   const total = data?.totalItems ?? 0;
   const totalPages = Math.max(1, data?.totalPages ?? 1);
-  const from = total ? (page - 1) * perPage + 1 : 0;
-  const to = Math.min(total, page * perPage);
+  // From the loaded page (not the requested one), so the numbers always match the rows shown.
+  const from = data && items.length ? (data.page - 1) * data.perPage + 1 : 0;
+  const to = from ? from + items.length - 1 : 0;
 
   return (
     <section class="rec-view" aria-label={`Records of ${c.name}`}>
@@ -419,7 +420,7 @@ function RecordsTable(props: { collection: CollectionModel }) {
 
       <div class="rec-pager">
         <span class="rec-total" data-testid="records-total">
-          {total ? `${from}–${to} of ${total}` : "0 records"}
+          {total ? (from ? `${from}–${to} of ${total}` : `${total} records`) : "0 records"}
           {live === "on" && (
             <span class="rec-live" title="Updates live through realtime">
               {" "}
