@@ -41,6 +41,13 @@ function defaultSort(c: CollectionModel): string {
   return (c.fields || []).some((f) => f.name === "created") ? "-created" : "";
 }
 
+/** Rows equal on the sort column keep one order between reloads (insertion order, newest first). */
+function withTieBreak(sort: string, isView: boolean): string {
+  if (isView) return sort; // a view's rows have no rowid
+  if (!sort) return "-@rowid";
+  return sort.includes("@rowid") ? sort : `${sort},-@rowid`;
+}
+
 function RecordsTable(props: { collection: CollectionModel }) {
   const c = props.collection;
   const isView = c.type === "view";
@@ -66,7 +73,7 @@ function RecordsTable(props: { collection: CollectionModel }) {
   const perPageId = useId("recperpage");
 
   const fields = useMemo(() => visibleFields(c), [c]);
-  const columns = fields.filter((f) => !hidden.includes(f.name));
+  const columns = fields.filter((f) => f.name === "id" || !hidden.includes(f.name));
   const expand = useMemo(
     () => (c.fields || []).filter((f) => f.type === "relation" && !f.hidden).map((f) => f.name).join(","),
     [c],
@@ -85,7 +92,7 @@ function RecordsTable(props: { collection: CollectionModel }) {
     const n = ++seq.current;
     setLoading(true);
     pb.collection(c.id)
-      .getList(page, perPage, { sort, filter, expand, requestKey: null })
+      .getList(page, perPage, { sort: withTieBreak(sort, isView), filter, expand, requestKey: null })
       .then((res) => {
         if (n !== seq.current) return;
         setData(res);
@@ -505,7 +512,7 @@ function ColumnPicker(props: { fields: CollectionField[]; hidden: string[]; onCh
       document.removeEventListener("keydown", onKey);
     };
   }, [open]);
-  const shown = props.fields.length - props.hidden.filter((h) => props.fields.some((f) => f.name === h)).length;
+  const shown = props.fields.filter((f) => f.name === "id" || !props.hidden.includes(f.name)).length;
   return (
     <div class="rec-cols" ref={ref}>
       <button
@@ -525,7 +532,9 @@ function ColumnPicker(props: { fields: CollectionField[]; hidden: string[]; onCh
             <label key={f.name} class="rec-cols-item">
               <input
                 type="checkbox"
-                checked={!props.hidden.includes(f.name)}
+                checked={f.name === "id" || !props.hidden.includes(f.name)}
+                disabled={f.name === "id"}
+                title={f.name === "id" ? "The id column opens the record from the keyboard" : undefined}
                 onChange={(e) => props.onChange(f.name, (e.target as HTMLInputElement).checked)}
               />
               <span>{f.name}</span>
