@@ -17,6 +17,11 @@ async function openEditor(id) {
   await page.waitForSelector('[data-testid="collection-editor"][data-version="1"]');
 }
 
+async function closeEditor() {
+  await page.keyboard.press("Escape");
+  await page.waitForSelector('[data-testid="collection-editor"]', { state: "detached" });
+}
+
 async function addField(type, name) {
   await page.selectOption('[data-testid="new-field-type"]', type);
   await page.click('[data-testid="add-field"]');
@@ -62,7 +67,7 @@ test("a duplicate collection name shows the server's error next to the name", as
   await err.waitFor();
   assert.match(await err.textContent(), /\S/);
   await h.screenshot(page, "validation-error");
-  await page.keyboard.press("Escape");
+  await closeEditor();
 });
 
 test("changing a rule is enforced by the API; a bad rule shows its error next to the rule", async () => {
@@ -87,7 +92,7 @@ test("changing a rule is enforced by the API; a bad rule shows its error next to
   assert.match(await err.textContent(), /\S/);
   assert.deepEqual(await h.axe(page), [], "rules tab with an error");
   await h.screenshot(page, "rules-error");
-  await page.keyboard.press("Escape");
+  await closeEditor();
   assert.equal((await h.api("/api/collections/posts")).body.viewRule, null, "the bad rule was not saved");
 });
 
@@ -105,7 +110,7 @@ test("no HTML injection from collection data, names or server messages", async (
   await page.fill('input[name="name"]', evil);
   await page.click('[data-testid="save-collection"]');
   await page.locator('.field:has(input[name="name"]) [data-testid="field-error"]').waitFor();
-  await page.keyboard.press("Escape");
+  await closeEditor();
   await h.goto(page, "/logs");
   await page.waitForSelector('[data-testid="log-row"]');
   assert.equal(await page.locator('img[src="x"]').count(), 0);
