@@ -40,3 +40,29 @@ test("an expired or corrupted session goes back to sign-in with a message", asyn
   assert.match(await page.textContent('[data-testid="login-message"]'), /sign in again/);
   assert.equal(page.errors.length, 0, page.errors.join("\n"));
 });
+
+test("with MFA on, sign-in asks for the emailed one-time code", async () => {
+  await h.token(); // keep a superuser token from before MFA
+  const on = await h.api("/api/collections/_superusers", { method: "PATCH", body: { mfa: { enabled: true }, otp: { enabled: true } } });
+  assert.equal(on.status, 200, JSON.stringify(on.body));
+  try {
+    const page = await h.newPage();
+    await h.goto(page, "/login");
+    await page.fill('input[name="email"]', EMAIL);
+    await page.fill('input[name="password"]', PASSWORD);
+    await page.click('button[type="submit"]');
+    await page.waitForSelector('input[name="otp"]');
+    assert.deepEqual(await h.axe(page), [], "otp step");
+    let code;
+    const deadline = Date.now() + 10000;
+    while (!(code = [...h.stdout.matchAll(/one-time password: (\d+)/g)].pop()?.[1])) {
+      assert.ok(Date.now() < deadline, `no OTP mail in the server output:\n${h.stdout.slice(-2000)}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    await page.fill('input[name="otp"]', code);
+    await page.click('button[type="submit"]');
+    await page.waitForSelector('nav[aria-label="Main"]');
+  } finally {
+    await h.api("/api/collections/_superusers", { method: "PATCH", body: { mfa: { enabled: false }, otp: { enabled: false } } });
+  }
+});

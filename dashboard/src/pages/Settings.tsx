@@ -325,9 +325,9 @@ function Backups() {
       <ErrorBox error={error} />
       <div class="card">
         <h2>Create a backup</h2>
-        <div class="row" style="align-items:flex-end">
+        <div class="row" style="align-items:flex-start">
           <TextField class="spacer" label="Name (optional)" value={name} onChange={setName} placeholder="e.g. before-migration.zip" hint="Letters, digits, - and _; ends with .zip" name="backupName" />
-          <button type="button" class="btn btn-primary" style="margin-bottom:14px" disabled={busy === "create"} onClick={create} data-testid="create-backup">{busy === "create" ? "Creating…" : "Create backup"}</button>
+          <button type="button" class="btn btn-primary" style="margin-top:23px" disabled={busy === "create"} onClick={create} data-testid="create-backup">{busy === "create" ? "Creating…" : "Create backup"}</button>
         </div>
       </div>
       <div class="table-wrap" style="margin-bottom:16px">
