@@ -130,3 +130,62 @@ test("indexes: add one and see it saved", async () => {
   const r = await h.api("/api/collections/posts");
   assert.ok(r.body.indexes.some((i) => i.includes("idx_posts_title")), JSON.stringify(r.body.indexes));
 });
+
+test("a relation field to users, with its options", async () => {
+  const col = (await h.api("/api/collections/posts")).body;
+  const users = (await h.api("/api/collections/users")).body;
+  await openEditor(col.id);
+  await addField("relation", "author");
+  await page.selectOption('label:has-text("Related collection") + select', users.id);
+  await page.click('label:has-text("Cascade delete")');
+  await page.click('[data-testid="save-collection"]');
+  await page.waitForSelector('[data-testid="toast"]:has-text("saved")');
+  const f = (await h.api("/api/collections/posts")).body.fields.find((x) => x.name === "author");
+  assert.equal(f?.type, "relation");
+  assert.equal(f.collectionId, users.id);
+  assert.equal(f.cascadeDelete, true);
+});
+
+test("a view collection: the server's error on a bad query, then a working one", async () => {
+  await h.goto(page, "/collections/new");
+  await page.waitForSelector('[data-testid="collection-editor"]');
+  await page.fill('input[name="name"]', "post_titles");
+  await page.click('label:has-text("View")');
+  await page.fill('label:has-text("SELECT query") + textarea', "SELECT nope FROM nowhere");
+  await page.click('[data-testid="save-collection"]');
+  const err = page.locator('.field:has(label:has-text("SELECT query")) [data-testid="field-error"]');
+  await err.waitFor();
+  assert.match(await err.textContent(), /\S/);
+  await page.fill('label:has-text("SELECT query") + textarea', "SELECT id, title FROM posts");
+  await page.click('[data-testid="save-collection"]');
+  await page.waitForSelector('[data-testid="toast"]:has-text("created")');
+  const r = await h.api("/api/collections/post_titles");
+  assert.equal(r.body.type, "view");
+  assert.ok(r.body.fields.some((f) => f.name === "title"));
+});
+
+test("auth collection options: turn on OTP and change the auth token duration", async () => {
+  const users = (await h.api("/api/collections/users")).body;
+  await openEditor(users.id);
+  await page.click('role=tab[name="Auth options"]');
+  await page.click('label:has-text("Sign in with a one-time code by email")');
+  await page.fill('label:has-text("Auth token") + input', "86400");
+  assert.deepEqual(await h.axe(page), [], "auth options");
+  await h.screenshot(page, "auth-options");
+  await page.click('[data-testid="save-collection"]');
+  await page.waitForSelector('[data-testid="toast"]:has-text("saved")');
+  const r = (await h.api("/api/collections/users")).body;
+  assert.equal(r.otp.enabled, true);
+  assert.equal(r.authToken.duration, 86400);
+});
+
+test("delete a collection with the typed confirmation", async () => {
+  const col = (await h.api("/api/collections/post_titles")).body;
+  await openEditor(col.id);
+  await page.click('.modal-foot button:has-text("Delete")');
+  await page.waitForSelector('[data-testid="confirm-yes"][disabled]');
+  await page.fill("#confirm-typed", "post_titles");
+  await page.click('[data-testid="confirm-yes"]');
+  await page.waitForSelector('[data-testid="toast"]:has-text("deleted")');
+  assert.equal((await h.api("/api/collections/post_titles")).status, 404);
+});
