@@ -37,6 +37,7 @@ async function freePort() {
 /**
  * Start a harness. opts.superuser (default true): create EMAIL/PASSWORD before serving.
  * opts.plugins: wasm file names copied from WASM_DIR into the plugins dir before start.
+ * opts.config: pb.toml text (passed with --config).
  */
 export async function start(opts = {}) {
   const h = new Harness(opts);
@@ -51,7 +52,7 @@ export async function start(opts = {}) {
 
 class Harness {
   constructor(opts) {
-    this.opts = { superuser: true, plugins: [], ...opts };
+    this.opts = { superuser: true, plugins: [], config: "", ...opts };
     this.tmp = mkdtempSync(join(tmpdir(), "fb-e2e-"));
     this.dataDir = join(this.tmp, "data");
     this.pluginsDir = join(this.tmp, "plugins");
@@ -71,6 +72,9 @@ class Harness {
   async _init() {
     if (!existsSync(BIN)) throw new Error(`ferrobase binary not found at ${BIN} (set FERROBASE_BIN)`);
     for (const p of this.opts.plugins) this.addPlugin(p);
+    // Always an explicit config (so no ./pb.toml of the working directory is picked up).
+    this.configPath = join(this.tmp, "pb.toml");
+    writeFileSync(this.configPath, this.opts.config);
     if (this.opts.superuser) execFileSync(BIN, ["superuser", "upsert", EMAIL, PASSWORD, "--dir", this.dataDir], { stdio: "pipe" });
     this.port = await freePort();
     this.serverURL = `http://127.0.0.1:${this.port}`;
@@ -91,7 +95,7 @@ class Harness {
   async startServer() {
     this.stdout = "";
     const env = { ...process.env, FERROBASE_DASHBOARD_DIR: this.distDir, RUST_LOG: process.env.RUST_LOG ?? "info" };
-    const proc = spawn(BIN, ["serve", "--http", `127.0.0.1:${this.port}`, "--dir", this.dataDir, "--pluginsDir", this.pluginsDir], { env, stdio: ["ignore", "pipe", "pipe"] });
+    const proc = spawn(BIN, ["serve", "--http", `127.0.0.1:${this.port}`, "--dir", this.dataDir, "--pluginsDir", this.pluginsDir, "--config", this.configPath], { env, stdio: ["ignore", "pipe", "pipe"] });
     this.proc = proc;
     proc.stdout.on("data", (d) => (this.stdout += d));
     proc.stderr.on("data", (d) => (this.stdout += d));
@@ -147,11 +151,6 @@ class Harness {
   /** Copy a plugin wasm from WASM_DIR into the plugins dir (as `as`, default the same name). */
   addPlugin(name, as = name) {
     copyFileSync(join(WASM_DIR, name), join(this.pluginsDir, as));
-  }
-
-  /** Write pb.toml into the data dir's parent... left to tests that need it. */
-  writeFile(rel, text) {
-    writeFileSync(join(this.tmp, rel), text);
   }
 
   /** A fresh browser page (own context, 1280x800), with console errors collected in page.errors. */
