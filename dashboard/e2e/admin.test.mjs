@@ -37,6 +37,21 @@ test("a settings validation error is shown next to its field", async () => {
   assert.equal((await h.api("/api/settings")).body.meta.appName, "Acme e2e");
 });
 
+test("hide controls: the new-collection button goes away", async () => {
+  await h.goto(page, "/collections");
+  await page.waitForSelector('[data-testid="new-collection"]');
+  await h.goto(page, "/settings");
+  await page.waitForSelector('[data-testid="app-settings"]');
+  await page.click('label:has-text("Hide collection create and edit controls")');
+  await page.click('button:has-text("Save changes")');
+  await page.waitForSelector('[data-testid="toast"]:has-text("Settings saved")');
+  await h.goto(page, "/collections");
+  await page.waitForSelector('[data-testid="collection-link"]');
+  await page.waitForSelector('[data-testid="new-collection"]', { state: "detached" });
+  assert.equal((await h.api("/api/settings")).body.meta.hideControls, true);
+  await h.api("/api/settings", { method: "PATCH", body: { meta: { hideControls: false } } });
+});
+
 test("mail settings page: SMTP fields and the test send", async () => {
   await h.goto(page, "/settings/mail");
   await page.waitForSelector('[data-testid="mail-settings"]');

@@ -26,6 +26,7 @@ test("hot reload shows up on the open plugins page", async () => {
   const before = await page.locator('[data-testid="history-row"]').count();
   h.addPlugin("starter_check.wasm");
   await page.locator('[data-testid="plugin-card"][data-plugin="starter-check"]').waitFor({ timeout: 15000 });
+  await page.waitForSelector('[data-testid="toast"]:has-text("starter_check.wasm: loaded")');
   await page.waitForFunction((n) => document.querySelectorAll('[data-testid="history-row"]').length > n, before);
   assert.match(await page.locator('[data-testid="history-row"]').first().textContent(), /starter_check\.wasm/);
   await h.screenshot(page, "plugins");

@@ -3,6 +3,7 @@ import { pb } from "./pb";
 import { Toasts, DialogHost, Loading, navigate, useRoute, link } from "./ui";
 import { useSession, sessionExpired, startHealthWatch } from "./session";
 import { Logo } from "./Logo";
+import { useAppSettings } from "./appSettings";
 import { Login } from "./pages/Login";
 import { Install } from "./pages/Install";
 import { CollectionsPage } from "./pages/Collections";
@@ -29,9 +30,10 @@ function Sidebar(props: { section: string }) {
     ["plugins", "Plugins", I.plugins],
   ];
   const email = (pb.authStore.record as any)?.email ?? "";
+  const { appName } = useAppSettings();
   return (
     <nav class="sidebar" aria-label="Main">
-      <a href={link("/collections")} class="sidebar-logo" aria-label="Ferrobase home"><Logo small /></a>
+      <a href={link("/collections")} class="sidebar-logo" aria-label={`${appName || "Ferrobase"} home`} title={appName || "Ferrobase"}><Logo small /></a>
       <ul>
         {items.map(([id, label, icon]) => (
           <li>

@@ -4,6 +4,7 @@ import { Loading, EmptyState, link, navigate } from "../ui";
 import { useCollections } from "../collectionsStore";
 import { RecordsView } from "../records/RecordsView";
 import { CollectionEditor } from "./CollectionEditor";
+import { useAppSettings } from "../appSettings";
 
 /** Open the collection editor for `c` (used by the records view's "edit collection" button). */
 export function openCollectionEditor(c: CollectionModel | { id: string }) {
@@ -19,6 +20,7 @@ function CollectionsNav(props: { active?: string }) {
   const { collections, loaded } = useCollections();
   const [q, setQ] = useState("");
   const [showSystem, setShowSystem] = useState(false);
+  const { hideControls } = useAppSettings();
   const match = (c: CollectionModel) => c.name.toLowerCase().includes(q.trim().toLowerCase());
   const user = collections.filter((c) => !c.system && match(c));
   const system = collections.filter((c) => c.system && match(c));
@@ -49,7 +51,7 @@ function CollectionsNav(props: { active?: string }) {
         </ul>
       )}
       <div class="subnav-foot">
-        <a class="btn btn-primary btn-block" href={link("/collections/new")} data-testid="new-collection">+ New collection</a>
+        {!hideControls && <a class="btn btn-primary btn-block" href={link("/collections/new")} data-testid="new-collection">+ New collection</a>}
         <div class="row">
           <a class="btn btn-sm btn-ghost" style="flex:1" href={link("/settings/import")}>Import</a>
           <a class="btn btn-sm btn-ghost" style="flex:1" href={link("/settings/export")}>Export</a>

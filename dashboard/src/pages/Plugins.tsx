@@ -1,6 +1,6 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { pb } from "../pb";
-import { PageHeader, ErrorBox, Loading, Badge, EmptyState, errorMessage, fmtDate } from "../ui";
+import { PageHeader, ErrorBox, Loading, Badge, EmptyState, errorMessage, fmtDate, toast } from "../ui";
 
 type Plugin = {
   file: string; name: string; state: string; since: string; error: string | null; version: string;
@@ -20,12 +20,22 @@ export function PluginsPage() {
   const [error, setError] = useState<string | null>(null);
   const [updated, setUpdated] = useState<Date | null>(null);
   const timer = useRef<number>();
+  const seen = useRef<string | null>(null);
   useEffect(() => {
     let alive = true;
     const tick = async () => {
       try {
         const d = await pb.send("/api/plugins", { requestKey: null });
         if (!alive) return;
+        // Announce what a hot reload did since the last poll.
+        const hist: History[] = d.history ?? [];
+        const key = (e: History) => `${e.at}|${e.file}|${e.outcome}|${e.trigger}`;
+        if (seen.current !== null) {
+          const i = hist.findIndex((e) => key(e) === seen.current);
+          if (i >= 0) for (const e of hist.slice(i + 1).slice(-3))
+            toast(`${e.file}: ${e.outcome}${e.error ? ` (${e.error})` : ""}`, e.outcome === "loaded" ? "info" : "error");
+        }
+        seen.current = hist.length ? key(hist[hist.length - 1]) : "";
         setData(d);
         setError(null);
         setUpdated(new Date());

@@ -5,6 +5,7 @@ import {
   toast, confirmDialog, fieldErrors, errorMessage, fmtDate, fmtBytes, link, navigate,
 } from "../ui";
 import { reloadCollections, useCollections } from "../collectionsStore";
+import { reloadAppSettings } from "../appSettings";
 
 const SECTIONS: Array<[string, string]> = [
   ["", "Application"],
@@ -63,6 +64,7 @@ function useSettings() {
       for (const k of sections) body[k] = s[k];
       setS(await pb.settings.update(body));
       toast(msg);
+      reloadAppSettings();
     } catch (e) {
       setError(errorMessage(e));
       setErrs(fieldErrors(e));

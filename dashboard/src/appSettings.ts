@@ -1,0 +1,32 @@
+// The few application settings the shell uses (app name, hideControls), loaded after sign-in.
+import { useEffect, useState } from "preact/hooks";
+import { pb } from "./pb";
+
+type Meta = { appName: string; hideControls: boolean };
+let meta: Meta = { appName: "", hideControls: false };
+let loaded = false;
+const subs = new Set<(m: Meta) => void>();
+
+/** Re-read the settings (call after saving them). */
+export async function reloadAppSettings() {
+  try {
+    const s: any = await pb.settings.getAll({ requestKey: null });
+    meta = { appName: s?.meta?.appName ?? "", hideControls: !!s?.meta?.hideControls };
+    loaded = true;
+    document.title = meta.appName ? `${meta.appName} · Ferrobase` : "Ferrobase";
+    subs.forEach((f) => f(meta));
+  } catch {
+    /* not signed in or offline: keep the last values */
+  }
+}
+
+/** { appName, hideControls } of the server's settings. */
+export function useAppSettings(): Meta {
+  const [m, setM] = useState(meta);
+  useEffect(() => {
+    subs.add(setM);
+    if (!loaded) reloadAppSettings();
+    return () => void subs.delete(setM);
+  }, []);
+  return m;
+}
