@@ -103,6 +103,10 @@ before(async () => {
         { name: "cover", type: "file", maxSelect: 1, thumbs: ["100x100"] },
         { name: "tag", type: "relation", collectionId: tags.id, maxSelect: 1 },
         { name: "docs", type: "file", maxSelect: 3, protected: true, thumbs: ["100x100"] },
+        { name: "labels", type: "select", values: ["a", "b", "c"], maxSelect: 3 },
+        { name: "tagset", type: "relation", collectionId: tags.id, maxSelect: 2 },
+        { name: "loc", type: "geoPoint" },
+        { name: "mail", type: "email" },
         { name: "body", type: "editor" },
         { name: "site", type: "url" },
         { name: "link", type: "text" },
@@ -198,6 +202,18 @@ test("records: table, form, filter, sort, delete, realtime, safe rendering", asy
     await rel.locator('input[role="combobox"]').fill("gre");
     await rel.locator(".rec-rel-opt", { hasText: "green" }).click();
     await rel.locator(".rec-chips-edit", { hasText: "green" }).waitFor();
+    // multiple relation (max 2): a third pick is disabled
+    const set = fieldBox("tagset");
+    await set.locator('input[role="combobox"]').click();
+    await set.locator(".rec-rel-opt", { hasText: "red" }).click();
+    await set.locator(".rec-rel-opt", { hasText: "blue" }).click();
+    assert.equal(await set.locator(".rec-rel-opt", { hasText: "green" }).isDisabled(), true);
+    await set.getByRole("button", { name: "Done" }).click();
+    await fieldBox("labels").getByLabel("a", { exact: true }).check();
+    await fieldBox("labels").getByLabel("c", { exact: true }).check();
+    await fieldBox("loc").getByLabel("Longitude").fill("12.5");
+    await fieldBox("loc").getByLabel("Latitude").fill("41.9");
+    await fieldBox("mail").locator("input").fill("delta@example.com");
     assert.deepEqual(await h.axe(page), []);
     await h.screenshot(page, "records-form");
     await page.click(T("record-save"));
@@ -225,6 +241,12 @@ test("records: table, form, filter, sort, delete, realtime, safe rendering", asy
     assert.deepEqual(stored.meta, { stars: 5 });
     assert.equal(stored.published, true);
     assert.match(stored.cover, /^cover_\w+\.png$/);
+    assert.deepEqual(stored.labels, ["a", "c"]);
+    assert.equal(stored.tagset.length, 2);
+    assert.deepEqual(stored.loc, { lon: 12.5, lat: 41.9 });
+    assert.equal(stored.mail, "delta@example.com");
+    assert.equal(await r.locator('td[data-field="tagset"]').textContent(), "redblue");
+    assert.equal(await r.locator('td[data-field="labels"]').textContent(), "ac");
   });
 
   await t.test("edit a record", async () => {
