@@ -447,7 +447,7 @@ function FieldEditor(props: {
       }
       const sel: string[] = value;
       return (
-        <fieldset class={`field rec-fieldset rec-checks ${error ? "has-error" : ""}`} aria-describedby={described}>
+        <fieldset class={`field rec-plain rec-checks ${error ? "has-error" : ""}`} aria-describedby={described}>
           <legend>
             {label}
             {req && <span class="req" aria-hidden="true"> *</span>}
@@ -546,7 +546,7 @@ function FieldEditor(props: {
     }
     case "geoPoint":
       return (
-        <fieldset class={`field rec-fieldset ${error ? "has-error" : ""}`}>
+        <fieldset class={`field rec-plain ${error ? "has-error" : ""}`}>
           <legend>{label}</legend>
           <div class="rec-inline">
             <TextField
