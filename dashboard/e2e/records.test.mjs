@@ -177,8 +177,11 @@ test("records: table, form, filter, sort, delete, realtime, safe rendering", asy
     // Typing into the field clears its error.
     await fieldBox("views").locator("input").fill("5");
     await page.waitForFunction(() => ![...document.querySelectorAll('[role=dialog] [data-testid="field-error"]')].some((e) => /100|less|greater/i.test(e.textContent)));
+    // Closing a changed form asks first.
     await page.keyboard.press("Escape");
-    await dialog().waitFor({ state: "detached" });
+    await page.getByText("Discard unsaved changes?").waitFor();
+    await page.click(T("confirm-yes"));
+    await page.locator('[role="dialog"]').waitFor({ state: "detached" });
   });
 
   await t.test("create a record through the form, with a file upload; its thumbnail loads", async () => {

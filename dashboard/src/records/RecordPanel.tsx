@@ -1,7 +1,7 @@
 // The record form (a drawer): generated from the collection's fields, for create and edit,
 // with the server's validation errors next to the field they concern.
 import type { CollectionField, CollectionModel, RecordModel } from "pocketbase";
-import { useMemo, useState } from "preact/hooks";
+import { useMemo, useRef, useState } from "preact/hooks";
 import { pb } from "../pb";
 import {
   Badge,
@@ -224,6 +224,31 @@ export function RecordPanel(props: {
     }
   };
 
+  const dirty = () => {
+    if (newId || password || passwordConfirm) return true;
+    return fields.some((f) => {
+      const a = state[f.name], b = initial[f.name];
+      if (f.type === "file") return a.added.length > 0 || a.kept.join("\n") !== b.kept.join("\n");
+      return JSON.stringify(a) !== JSON.stringify(b);
+    });
+  };
+  // The modal may keep the first onClose it was given: read the current form through a ref.
+  const live = useRef({ dirty, busy });
+  live.current = { dirty, busy };
+  const close = async () => {
+    if (live.current.busy) return;
+    if (live.current.dirty()) {
+      const ok = await confirmDialog({
+        title: "Discard unsaved changes?",
+        message: "The changes made in this form will be lost.",
+        confirmText: "Discard",
+        danger: true,
+      });
+      if (!ok) return;
+    }
+    props.onClose();
+  };
+
   const autodates = (c.fields || []).filter((f) => f.type === "autodate" && rec?.[f.name]);
 
   if (isView) {
@@ -249,7 +274,7 @@ export function RecordPanel(props: {
       wide
       class="rec-drawer"
       title={isNew ? `New ${c.name} record` : `Edit ${c.name} record`}
-      onClose={props.onClose}
+      onClose={close}
       footer={
         <>
           {!isNew && (
@@ -257,7 +282,7 @@ export function RecordPanel(props: {
               Delete
             </button>
           )}
-          <button type="button" class="btn btn-ghost" onClick={props.onClose}>
+          <button type="button" class="btn btn-ghost" onClick={close}>
             Cancel
           </button>
           <button type="submit" form={formId} class="btn btn-primary" disabled={busy} data-testid="record-save">
