@@ -24,6 +24,30 @@ test("sign in: a wrong password shows the server's error, then the right one wor
   await page.waitForSelector("text=Superuser access");
 });
 
+test("keyboard only: sign in, move through the sidebar, open and close a dialog", async () => {
+  const page = await h.newPage();
+  await h.goto(page, "/login");
+  await page.waitForSelector('input[name="email"]:focus'); // autofocus
+  await page.keyboard.type(EMAIL);
+  await page.keyboard.press("Tab");
+  await page.keyboard.type(PASSWORD);
+  await page.keyboard.press("Enter");
+  await page.waitForSelector('nav[aria-label="Main"]');
+  await page.focus('nav[aria-label="Main"] a[href="#/logs"]');
+  await page.keyboard.press("Enter");
+  await page.waitForFunction(() => location.hash === "#/logs");
+  await page.focus('nav[aria-label="Main"] a[href="#/collections"]');
+  await page.keyboard.press("Enter");
+  await page.focus('[data-testid="new-collection"]');
+  await page.keyboard.press("Enter");
+  await page.waitForSelector('[role="dialog"]');
+  assert.equal(await page.evaluate(() => document.activeElement?.getAttribute("name")), "name", "focus moves into the dialog");
+  for (let i = 0; i < 30; i++) await page.keyboard.press("Tab");
+  assert.ok(await page.evaluate(() => !!document.activeElement?.closest('[role="dialog"]')), "focus stays in the dialog");
+  await page.keyboard.press("Escape");
+  await page.waitForSelector('[role="dialog"]', { state: "detached" });
+});
+
 test("an expired or corrupted session goes back to sign-in with a message", async () => {
   const page = await h.newPage();
   await h.signIn(page);

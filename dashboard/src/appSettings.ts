@@ -5,10 +5,16 @@ import { pb } from "./pb";
 type Meta = { appName: string; hideControls: boolean };
 let meta: Meta = { appName: "", hideControls: false };
 let loaded = false;
+let pending: Promise<void> | null = null;
 const subs = new Set<(m: Meta) => void>();
 
 /** Re-read the settings (call after saving them). */
-export async function reloadAppSettings() {
+export function reloadAppSettings(): Promise<void> {
+  pending ??= load().finally(() => (pending = null));
+  return pending;
+}
+
+async function load() {
   try {
     const s: any = await pb.settings.getAll({ requestKey: null });
     meta = { appName: s?.meta?.appName ?? "", hideControls: !!s?.meta?.hideControls };
