@@ -159,7 +159,7 @@ class Harness {
     const page = await ctx.newPage();
     page.errors = [];
     page.on("pageerror", (e) => page.errors.push(String(e)));
-    page.setDefaultTimeout(10000);
+    page.setDefaultTimeout(15000);
     this.pages.push(page);
     return page;
   }

@@ -68,6 +68,12 @@ export function CollectionEditor(props: { collection?: CollectionModel; onClose:
     copy.name = "";
     if (type === "view") copy.viewQuery = "";
     for (const f of copy.fields ?? []) delete f.id;
+    // Like PocketBase's new-collection form: created/updated timestamps unless the scaffold has them.
+    if (type !== "view") {
+      copy.fields ??= [];
+      if (!copy.fields.some((f: any) => f.name === "created")) copy.fields.push({ name: "created", type: "autodate", onCreate: true, onUpdate: false, hidden: false, system: false });
+      if (!copy.fields.some((f: any) => f.name === "updated")) copy.fields.push({ name: "updated", type: "autodate", onCreate: true, onUpdate: true, hidden: false, system: false });
+    }
     return copy;
   }
 

@@ -73,6 +73,7 @@ export function CollectionsPage(props: { path: string[] }) {
   if (!loaded) body = <Loading />;
   else if (current) body = <RecordsView key={current.id} collection={current} />;
   else if (idOrName && !isNew) body = <EmptyState title="Collection not found">It may have been deleted or renamed.</EmptyState>;
+  else if (isNew && first) body = null;
   else body = (
     <EmptyState title="Create your first collection" action={<a class="btn btn-primary" href={link("/collections/new")}>+ New collection</a>}>
       Collections hold your records. Start with a base collection, an auth collection for users, or a view over a SQL query.
