@@ -344,6 +344,18 @@ test("records: table, form, filter, sort, delete, realtime, safe rendering", asy
     await page.keyboard.type("Hello ");
     await fieldBox("body").getByRole("button", { name: "Bold" }).click();
     await page.keyboard.type("world");
+    await fieldBox("body").getByRole("button", { name: "Bold" }).click();
+    await page.keyboard.type(" see ");
+    // a link from the toolbar: javascript: is refused, https is inserted
+    await fieldBox("body").getByRole("button", { name: "Insert link" }).click();
+    const href = fieldBox("body").getByLabel("Link address");
+    await href.fill("javascript:alert(1)");
+    await href.press("Enter");
+    await fieldBox("body").getByText("Only http, https and mailto links are allowed.").waitFor();
+    await href.fill("https://example.net/");
+    await href.press("Enter");
+    await area.locator('a[href="https://example.net/"]').waitFor();
+    await area.press("End");
     await area.evaluate((el) => {
       const dt = new DataTransfer();
       dt.setData("text/html", '<img src=x onerror="window.__xss=1"><a href="javascript:alert(1)">bad</a><script>window.__xss=1<\/script><i onclick="x()">ok</i><a href="https://example.org/">fine</a>');
@@ -355,7 +367,7 @@ test("records: table, form, filter, sort, delete, realtime, safe rendering", asy
     await dialog().waitFor({ state: "detached" });
     const id = await row("Delta from the form").getAttribute("data-id");
     const body = (await api(`/api/collections/posts/records/${id}`)).body;
-    assert.match(body, /^Hello <(b|strong)>world/, body);
+    assert.match(body, /^Hello <(b|strong)>world<\/\1>\ssee\s<a href="https:\/\/example.net\/"[^>]*>https:\/\/example.net\/<\/a>/, body);
     assert.match(body, /<i>ok<\/i>/, body);
     assert.match(body, /<a href="https:\/\/example.org\/"[^>]*>fine<\/a>/, body);
     for (const bad of ["<img", "<script", "onerror", "onclick", "javascript:"]) assert.ok(!body.includes(bad), `${bad} in ${body}`);

@@ -1,7 +1,7 @@
 // A small rich-text control for `editor` fields: contenteditable with bold / italic / link /
 // lists. Whatever enters it (typing, paste, the record's stored value) goes through the
 // allow-list sanitizer; content is set as DOM nodes, never as an HTML string.
-import { useEffect, useRef } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { needsCleaning, safeHref, sanitizedNodes, sanitizeHtml } from "./sanitize";
 
 export function RichText(props: {
@@ -60,15 +60,39 @@ export function RichText(props: {
     emit();
   };
 
+  // The link form: the selection is kept while the address is typed, then restored.
+  const saved = useRef<Range | null>(null);
+  const [linking, setLinking] = useState(false);
+  const [href, setHref] = useState("https://");
+  const [linkErr, setLinkErr] = useState("");
   const link = () => {
-    const url = window.prompt("Link address (http, https or mailto):", "https://");
-    if (url === null) return;
-    const href = safeHref(url);
-    if (!href) {
-      window.alert("Only http, https and mailto links are allowed.");
+    const sel = window.getSelection();
+    saved.current = sel && sel.rangeCount && ref.current?.contains(sel.anchorNode) ? sel.getRangeAt(0).cloneRange() : null;
+    setHref("https://");
+    setLinkErr("");
+    setLinking(true);
+  };
+  const applyLink = () => {
+    const safe = safeHref(href);
+    if (!safe) {
+      setLinkErr("Only http, https and mailto links are allowed.");
       return;
     }
-    exec("createLink", href);
+    const el = ref.current;
+    if (!el) return;
+    el.focus();
+    const sel = window.getSelection();
+    if (sel && saved.current) {
+      sel.removeAllRanges();
+      sel.addRange(saved.current);
+    }
+    if (!sel || sel.isCollapsed) {
+      // No text selected: the address itself becomes the link text (escaped; emit() re-cleans).
+      const esc = safe.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
+      document.execCommand("insertHTML", false, `<a href="${esc}">${esc}</a>`);
+    } else document.execCommand("createLink", false, safe);
+    setLinking(false);
+    emit();
   };
 
   const btn = (label: string, title: string, onClick: () => void, cls = "") => (
@@ -94,6 +118,44 @@ export function RichText(props: {
         {btn("• List", "Bulleted list", () => exec("insertUnorderedList"))}
         {btn("1. List", "Numbered list", () => exec("insertOrderedList"))}
       </div>
+      {linking && (
+        <div class="rec-rt-link">
+          <label for={`${props.id}-href`} class="rec-sr">
+            Link address
+          </label>
+          <input
+            id={`${props.id}-href`}
+            class="input"
+            type="url"
+            value={href}
+            autoFocus
+            aria-invalid={linkErr ? "true" : undefined}
+            aria-describedby={linkErr ? `${props.id}-href-err` : undefined}
+            onInput={(e) => setHref((e.target as HTMLInputElement).value)}
+            onKeyDown={(e) => {
+              if (e.key === "Enter") {
+                e.preventDefault();
+                applyLink();
+              } else if (e.key === "Escape") {
+                e.preventDefault();
+                e.stopPropagation();
+                setLinking(false);
+              }
+            }}
+          />
+          <button type="button" class="btn btn-primary btn-sm" onClick={applyLink}>
+            Add link
+          </button>
+          <button type="button" class="btn btn-ghost btn-sm" onClick={() => setLinking(false)}>
+            Cancel
+          </button>
+          {linkErr && (
+            <div class="field-error" id={`${props.id}-href-err`} role="alert">
+              {linkErr}
+            </div>
+          )}
+        </div>
+      )}
       <div
         ref={ref}
         id={props.id}
