@@ -58,9 +58,14 @@ test("mail settings page: SMTP fields and the test send", async () => {
   await page.click('label:has-text("Use SMTP")');
   await page.waitForSelector('label:has-text("Host")');
   assert.deepEqual(await h.axe(page), [], "mail settings");
+  await page.click('label:has-text("Use SMTP")'); // back off: the server logs unsent mail
+  await page.fill('input[name="testTo"]', "mail-test@example.com");
+  await page.click('button:has-text("Send test email")');
+  await page.waitForSelector('[data-testid="toast"]:has-text("Test email sent to mail-test@example.com")');
+  assert.match(h.stdout, /to=mail-test@example\.com/);
 });
 
-test("a backup is created and listed; crons are listed", async () => {
+test("a backup is created, listed, downloaded and deleted; a cron job runs now", async () => {
   await h.goto(page, "/settings/backups");
   await page.waitForSelector('[data-testid="backups-table"]');
   await page.fill('input[name="backupName"]', "e2e_backup.zip");
@@ -70,9 +75,22 @@ test("a backup is created and listed; crons are listed", async () => {
   assert.ok(list.some((b) => b.key === "e2e_backup.zip"), JSON.stringify(list));
   assert.deepEqual(await h.axe(page), [], "backups");
   await h.screenshot(page, "backups");
+  const [download] = await Promise.all([
+    page.waitForEvent("download"),
+    page.click('[data-testid="backup-row"]:has-text("e2e_backup.zip") button:has-text("Download")'),
+  ]);
+  assert.equal(download.suggestedFilename(), "e2e_backup.zip");
+  assert.equal(await download.failure(), null);
+  await page.click('[data-testid="backup-row"]:has-text("e2e_backup.zip") button:has-text("Delete")');
+  await page.click('[data-testid="confirm-yes"]');
+  await page.waitForSelector('[data-testid="backup-row"]:has-text("e2e_backup.zip")', { state: "detached" });
+  assert.equal((await h.api("/api/backups")).body.length, 0);
+
   await h.goto(page, "/settings/crons");
   await page.waitForSelector('[data-testid="cron-row"]');
   assert.deepEqual(await h.axe(page), [], "crons");
+  await page.click('[data-testid="cron-row"]:has-text("__pbLogsCleanup__") button:has-text("Run now")');
+  await page.waitForSelector('[data-testid="toast"]:has-text("__pbLogsCleanup__ ran")');
 });
 
 test("logs: listed, filtered, with the chart and the detail drawer", async () => {

@@ -345,6 +345,14 @@ function IndexesEditor(p: { c: C; set: (patch: C) => void; errs: Record<string, 
   );
 }
 
+const TEMPLATES: Array<[string, string]> = [
+  ["verificationTemplate", "Verification"],
+  ["resetPasswordTemplate", "Password reset"],
+  ["confirmEmailChangeTemplate", "Email change"],
+  ["otp.emailTemplate", "One-time password"],
+  ["authAlert.emailTemplate", "Sign-in alert"],
+];
+
 function AuthOptions(p: { c: C; set: (patch: C) => void; errs: Record<string, string> }) {
   const c = p.c;
   const sub = (k: string, patch: C) => p.set({ [k]: { ...(c[k] ?? {}), ...patch } });
@@ -393,6 +401,26 @@ function AuthOptions(p: { c: C; set: (patch: C) => void; errs: Record<string, st
               setOauthErr(`Invalid JSON: ${x.message}`);
             }
           }} />
+      </div>
+      <div class="card">
+        <h2>Sign-in alerts</h2>
+        <CheckboxField switch label="Email the user when they sign in from a new place" checked={!!c.authAlert?.enabled} onChange={(v) => sub("authAlert", { enabled: v })} />
+      </div>
+      <div class="card">
+        <h2>Mail templates</h2>
+        <p class="muted small" style="margin-top:0">Placeholders: <code>{"{APP_NAME}"}</code> <code>{"{APP_URL}"}</code> <code>{"{TOKEN}"}</code> <code>{"{OTP}"}</code> <code>{"{RECORD:email}"}</code> …</p>
+        {TEMPLATES.map(([k, label]) => {
+          const get = () => (k.includes(".") ? c[k.split(".")[0]]?.emailTemplate : c[k]) ?? {};
+          const put = (patch: C) => k.includes(".") ? sub(k.split(".")[0], { emailTemplate: { ...get(), ...patch } }) : p.set({ [k]: { ...get(), ...patch } });
+          const ek = k.includes(".") ? `${k.split(".")[0]}.emailTemplate` : k;
+          return (
+            <details class="tpl">
+              <summary>{label}</summary>
+              <TextField label="Subject" value={get().subject} onChange={(v) => put({ subject: v })} error={e[`${ek}.subject`]} />
+              <TextAreaField label="Body (HTML)" mono rows={6} value={get().body} onChange={(v) => put({ body: v })} error={e[`${ek}.body`]} />
+            </details>
+          );
+        })}
       </div>
       <div class="card">
         <h2>Token durations</h2>
