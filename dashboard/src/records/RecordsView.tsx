@@ -8,7 +8,7 @@ import { useCollections } from "../collectionsStore";
 import { Badge, EmptyState, PageHeader, confirmDialog, errorMessage, link, toast, toastError, useId } from "../ui";
 import { Cell, collectionHasProtectedFiles, tzNote, type CellContext } from "./cells";
 import { RecordPanel } from "./RecordPanel";
-import { presentableFields } from "./util";
+import { presentableFields, userTimeZone } from "./util";
 import "./records.css";
 
 const PER_PAGE = [10, 20, 30, 50, 100, 200, 500];
@@ -414,7 +414,16 @@ function RecordsTable(props: { collection: CollectionModel }) {
           </tbody>
         </table>
         {!loading && data && items.length === 0 && (
-          <EmptyState title={filter ? "No records match the filter" : "No records yet"}>
+          <EmptyState
+            title={filter ? "No records match the filter" : "No records yet"}
+            action={
+              !filter && !isView ? (
+                <button type="button" class="btn btn-primary" onClick={() => open(null)}>
+                  + New record
+                </button>
+              ) : undefined
+            }
+          >
             {filter ? "Try another filter or clear it." : isView ? "The view's query returns no rows." : "Create the first record of this collection."}
           </EmptyState>
         )}
@@ -426,8 +435,12 @@ function RecordsTable(props: { collection: CollectionModel }) {
       </div>
 
       <div class="rec-pager">
-        <span class="rec-total" data-testid="records-total">
-          {total ? (from ? `${from}–${to} of ${total}` : `${total} records`) : "0 records"}
+        <span class="rec-total">
+          <span data-testid="records-total">{total ? (from ? `${from}–${to} of ${total}` : `${total} records`) : "0 records"}</span>
+          <span class="rec-tz" title={tzNote}>
+            {" "}
+            · times in {userTimeZone}
+          </span>
           {live === "on" && (
             <span class="rec-live" title="Updates live through realtime">
               {" "}
