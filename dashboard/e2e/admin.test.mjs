@@ -1,6 +1,7 @@
 // Settings, backups, crons and logs.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { start } from "./harness.mjs";
 
 let h, page;
@@ -65,7 +66,7 @@ test("mail settings page: SMTP fields and the test send", async () => {
   assert.match(h.stdout, /to=mail-test@example\.com/);
 });
 
-test("a backup is created, listed, downloaded and deleted; a cron job runs now", async () => {
+test("backups: create, list, download, delete, upload, restore; a cron job runs now", async () => {
   await h.goto(page, "/settings/backups");
   await page.waitForSelector('[data-testid="backups-table"]');
   await page.fill('input[name="backupName"]', "e2e_backup.zip");
@@ -85,6 +86,21 @@ test("a backup is created, listed, downloaded and deleted; a cron job runs now",
   await page.click('[data-testid="confirm-yes"]');
   await page.waitForSelector('[data-testid="backup-row"]:has-text("e2e_backup.zip")', { state: "detached" });
   assert.equal((await h.api("/api/backups")).body.length, 0);
+
+  // upload the downloaded zip back, then restore it: a collection made after the backup goes away
+  const zip = readFileSync(await download.path());
+  await page.setInputFiles('[data-testid="backup-upload"]', { name: "e2e_backup.zip", mimeType: "application/zip", buffer: zip });
+  await page.waitForSelector('[data-testid="backup-row"]:has-text("e2e_backup.zip")');
+  const made = await h.api("/api/collections", { method: "POST", body: { name: "after_backup", type: "base" } });
+  assert.equal(made.status, 200, JSON.stringify(made.body));
+  await page.click('[data-testid="backup-row"]:has-text("e2e_backup.zip") button:has-text("Restore")');
+  await page.fill("#confirm-typed", "e2e_backup.zip");
+  await page.click('[data-testid="confirm-yes"]');
+  await page.waitForSelector('[data-testid="toast"]:has-text("Restored e2e_backup.zip")', { timeout: 40000 });
+  assert.equal((await h.api("/api/collections/after_backup")).status, 404);
+  await page.click('[data-testid="backup-row"]:has-text("e2e_backup.zip") button:has-text("Delete")');
+  await page.click('[data-testid="confirm-yes"]');
+  await page.waitForSelector('[data-testid="backup-row"]:has-text("e2e_backup.zip")', { state: "detached" });
 
   await h.goto(page, "/settings/crons");
   await page.waitForSelector('[data-testid="cron-row"]');

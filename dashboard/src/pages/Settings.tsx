@@ -297,7 +297,20 @@ function Backups() {
     setBusy(key);
     try {
       await pb.backups.restore(key);
-      toast("Restore started. The server is restarting…", "info");
+      toast("Restoring… the server switches to the backup's data.", "info");
+      // Wait for the server to answer again, then re-read what the restored data holds.
+      for (let i = 0; i < 60; i++) {
+        await new Promise((r) => setTimeout(r, 500));
+        try {
+          await pb.health.check({ requestKey: null });
+          break;
+        } catch {
+          /* still restarting */
+        }
+      }
+      await reloadCollections().catch(() => {});
+      await load();
+      toast(`Restored ${key}.`);
     } catch (e) {
       toast(`Restore failed: ${errorMessage(e)}`, "error");
     } finally {
@@ -321,7 +334,7 @@ function Backups() {
       <PageHeader title="Backups" crumbs="Settings" actions={<>
         <label class="btn" tabIndex={0} onKeyDown={(e) => (e.key === "Enter" || e.key === " ") && (e.currentTarget.querySelector("input") as HTMLInputElement)?.click()}>
           {busy === "upload" ? "Uploading…" : "Upload backup"}
-          <input type="file" accept=".zip,application/zip" class="sr-only" tabIndex={-1} onChange={upload} aria-label="Upload a backup zip" />
+          <input type="file" accept=".zip,application/zip" class="sr-only" tabIndex={-1} onChange={upload} aria-label="Upload a backup zip" data-testid="backup-upload" />
         </label>
       </>} />
       <ErrorBox error={error} />
