@@ -63,6 +63,25 @@ export function RelationPicker(props: {
     return () => clearTimeout(t);
   }, [q, open, target?.id]);
 
+  // Chosen ids whose records were not expanded (a rule hid them, or the value came from
+  // elsewhere): look their labels up once.
+  useEffect(() => {
+    if (!target) return;
+    const missing = props.value.filter((id) => !known[id]).slice(0, 50);
+    if (!missing.length) return;
+    const filter = missing.map((id) => pb.filter("id = {:id}", { id })).join(" || ");
+    pb.collection(target.id)
+      .getFullList({ filter, requestKey: null })
+      .then((list) =>
+        setKnown((k) => {
+          const m = { ...k };
+          for (const r of list) m[r.id] = r;
+          return m;
+        }),
+      )
+      .catch(() => {});
+  }, [target?.id]);
+
   const pick = (r: RecordModel) => {
     if (props.value.includes(r.id)) {
       props.onChange(props.value.filter((x) => x !== r.id));
