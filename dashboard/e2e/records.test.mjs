@@ -287,6 +287,11 @@ test("records: table, form, filter, sort, delete, realtime, safe rendering", asy
     await page.keyboard.press("Enter"); // keyboard: ascending
     await waitTitles((x) => x[0] === '<img src=x onerror="window.__xss=1">', "views ascending");
     assert.equal(await page.getAttribute('th:has([data-testid="sort-views"])', "aria-sort"), "ascending");
+    // the sort is kept in the address: a reload shows the same order
+    assert.match(page.url(), /[?&]sort=views(&|$)/);
+    await page.reload();
+    await waitTitles((x) => x[0] === '<img src=x onerror="window.__xss=1">', "views ascending after a reload");
+    assert.equal(await page.getAttribute('th:has([data-testid="sort-views"])', "aria-sort"), "ascending");
   });
 
   await t.test("the column picker hides a column and remembers it", async () => {

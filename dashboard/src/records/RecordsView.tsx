@@ -53,11 +53,14 @@ function RecordsTable(props: { collection: CollectionModel }) {
   const isView = c.type === "view";
   const { collections } = useCollections();
 
-  const [page, setPage] = useState(1);
-  const [perPage, setPerPage] = useState(30);
-  const [sort, setSort] = useState(() => defaultSort(c));
-  const [filterText, setFilterText] = useState("");
-  const [filter, setFilter] = useState("");
+  // The table's state lives in the hash's query too (#/collections/x?filter=…&sort=…&page=…),
+  // so a reload or a shared link shows the same rows.
+  const [q0] = useState(() => new URLSearchParams(location.hash.split("?")[1] ?? ""));
+  const [page, setPage] = useState(() => Math.max(1, Number(q0.get("page")) || 1));
+  const [perPage, setPerPage] = useState(() => (PER_PAGE.includes(Number(q0.get("perPage"))) ? Number(q0.get("perPage")) : 30));
+  const [sort, setSort] = useState(() => q0.get("sort") ?? defaultSort(c));
+  const [filterText, setFilterText] = useState(() => q0.get("filter") ?? "");
+  const [filter, setFilter] = useState(() => q0.get("filter") ?? "");
   const [filterErr, setFilterErr] = useState("");
   const [loadErr, setLoadErr] = useState("");
   const [data, setData] = useState<ListResult<RecordModel> | null>(null);
@@ -111,6 +114,17 @@ function RecordsTable(props: { collection: CollectionModel }) {
         if (n === seq.current) setLoading(false);
       });
   }, [c.id, page, perPage, sort, filter, expand, tick]);
+
+  useEffect(() => {
+    const [path, query = ""] = location.hash.split("?");
+    const q = new URLSearchParams();
+    if (filter) q.set("filter", filter);
+    if (sort !== defaultSort(c)) q.set("sort", sort);
+    if (page > 1) q.set("page", String(page));
+    if (perPage !== 30) q.set("perPage", String(perPage));
+    const next = q.toString();
+    if (next !== query) history.replaceState(history.state, "", next ? `${path}?${next}` : path);
+  }, [filter, sort, page, perPage]);
 
   // Protected files need a short-lived file token (renewed while the view is open).
   useEffect(() => {
