@@ -451,6 +451,24 @@ test("records: table, form, filter, sort, delete, realtime, safe rendering", asy
     assert.ok(seen, "no realtime update after the server came back");
   });
 
+  await t.test("a view collection is listed read-only", async () => {
+    await api("/api/collections", {
+      method: "POST",
+      body: { name: "post_views", type: "view", viewQuery: "SELECT id, title, views FROM posts WHERE views > 15" },
+    });
+    await h.goto(page, "/collections/post_views");
+    await page.reload(); // the shell loads the list of collections once
+    await page.waitForSelector(`${T("records-table")} tbody tr`);
+    assert.deepEqual([...(await column("title"))].sort(), ["Bravo edited", "Delta from the form"]);
+    assert.equal(await page.locator(T("record-new")).count(), 0);
+    assert.equal(await page.locator(`${T("records-table")} input[type="checkbox"]`).count(), 0);
+    await page.locator(`${T("records-table")} tbody tr`).first().locator('td[data-field="views"]').click();
+    await dialog().getByText("View collections are read-only.").waitFor();
+    assert.equal(await dialog().locator("input, textarea, [contenteditable]").count(), 0);
+    await page.keyboard.press("Escape");
+    await page.locator('[role="dialog"]').waitFor({ state: "detached" });
+  });
+
   await t.test("auth records: password confirm error, verification state, impersonate", async () => {
     await h.goto(page, "/collections/users");
     await page.waitForSelector(`${T("records-table")}`);
