@@ -379,6 +379,27 @@ test("records: table, form, filter, sort, delete, realtime, safe rendering", asy
     assert.equal(await page.evaluate(() => window.__xss), undefined);
   });
 
+  await t.test("stored editor HTML with scripts is shown sanitized in the form", async () => {
+    const alpha = (await api(`/api/collections/posts/records?filter=${encodeURIComponent('title="Alpha"')}`)).items[0];
+    const nasty =
+      '<p>keep <b>this</b></p><img src=x onerror="window.__xss=1"><svg onload="window.__xss=1"><circle/></svg>' +
+      '<iframe srcdoc="<script>parent.__xss=1<\/script>"></iframe><a href=" JaVaScRiPt:window.__xss=1">js</a>' +
+      '<a href="data:text/html,<script>alert(1)<\/script>">data</a><p style="x" onclick="window.__xss=1">para</p>' +
+      '<script>window.__xss=1<\/script><a href="https://example.com/ok">ok</a>';
+    await api(`/api/collections/posts/records/${alpha.id}`, { method: "PATCH", body: { body: nasty } });
+    await row("Alpha").locator('td[data-field="views"]').click();
+    await dialog().waitFor();
+    const area = fieldBox("body").locator("[contenteditable]");
+    await area.getByText("this").waitFor();
+    assert.equal(await area.locator("img, svg, iframe, script, [onclick], [onerror], [onload], [style]").count(), 0);
+    const hrefs = await area.locator("a").evaluateAll((as) => as.map((a) => a.getAttribute("href")));
+    assert.deepEqual(hrefs, [null, null, "https://example.com/ok"]);
+    assert.match(await area.textContent(), /keep this.*js.*data.*para.*ok/);
+    await page.keyboard.press("Escape"); // nothing changed: closes without asking
+    await page.locator('[role="dialog"]').waitFor({ state: "detached" });
+    assert.equal(await page.evaluate(() => window.__xss), undefined);
+  });
+
   await t.test("delete one record, then bulk delete two", async () => {
     await row("Charlie").locator('td[data-field="views"]').click();
     await dialog().waitFor();

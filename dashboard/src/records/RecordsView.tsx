@@ -68,7 +68,7 @@ function RecordsTable(props: { collection: CollectionModel }) {
   const [tick, setTick] = useState(0);
   const [hidden, setHidden] = useState<string[]>(() => loadHidden(c));
   const [selected, setSelected] = useState<Set<string>>(new Set());
-  const [panel, setPanel] = useState<{ record: RecordModel | null } | null>(null);
+  const [panel, setPanel] = useState<{ record: RecordModel | null; n: number } | null>(null);
   const [fileToken, setFileToken] = useState("");
   const [live, setLive] = useState<"off" | "on" | "failed">("off");
   const seq = useRef(0);
@@ -242,7 +242,20 @@ function RecordsTable(props: { collection: CollectionModel }) {
     refresh();
   };
 
-  const open = (r: RecordModel | null) => setPanel({ record: r });
+  const open = (r: RecordModel | null) => {
+    setPanel({ record: r, n: 0 });
+    if (!r) return;
+    // The row may be older than the stored record (a change not refreshed yet): load it fresh,
+    // and show that one if it differs.
+    pb.collection(c.id)
+      .getOne(r.id, { expand, requestKey: null })
+      .then((fresh) =>
+        setPanel((p) =>
+          p?.record?.id === fresh.id && JSON.stringify(p.record) !== JSON.stringify(fresh) ? { record: fresh, n: p.n + 1 } : p,
+        ),
+      )
+      .catch(() => {});
+  };
   const total = data?.totalItems ?? 0;
   const totalPages = Math.max(1, data?.totalPages ?? 1);
   // From the loaded page (not the requested one), so the numbers always match the rows shown.
@@ -499,6 +512,7 @@ function RecordsTable(props: { collection: CollectionModel }) {
 
       {panel && (
         <RecordPanel
+          key={panel.record ? `${panel.record.id}:${panel.n}` : "new"}
           collection={c}
           collections={collections}
           record={panel.record}
