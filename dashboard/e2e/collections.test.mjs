@@ -13,6 +13,8 @@ before(async () => {
 after(async () => { await h?.stop(); });
 
 async function openEditor(id) {
+  // a previous editor (closed by its save) must be gone first, or this is the same one
+  await page.waitForSelector('[data-testid="collection-editor"]', { state: "detached" });
   await h.goto(page, `/collections/${id}/edit`);
   await page.waitForSelector('[data-testid="collection-editor"][data-version="1"]');
 }
@@ -147,6 +149,7 @@ test("a relation field to users, with its options", async () => {
 });
 
 test("a view collection: the server's error on a bad query, then a working one", async () => {
+  await page.waitForSelector('[data-testid="collection-editor"]', { state: "detached" });
   await h.goto(page, "/collections/new");
   await page.waitForSelector('[data-testid="collection-editor"]');
   await page.fill('input[name="name"]', "post_titles");

@@ -58,9 +58,7 @@ class Harness {
     this.pluginsDir = join(this.tmp, "plugins");
     mkdirSync(this.dataDir);
     mkdirSync(this.pluginsDir);
-    // A snapshot of dist/, so a rebuild during the run does not change what is served.
     this.distDir = join(this.tmp, "dist");
-    cpSync(join(DASH, "dist"), this.distDir, { recursive: true });
     this.stdout = "";
     this.proc = null;
     this.browser = null;
@@ -69,7 +67,23 @@ class Harness {
     this.pages = [];
   }
 
+  /** A complete snapshot of dist/ (a rebuild running meanwhile empties it for a moment). */
+  async _snapshotDist() {
+    for (let i = 0; i < 50; i++) {
+      rmSync(this.distDir, { recursive: true, force: true });
+      try {
+        cpSync(join(DASH, "dist"), this.distDir, { recursive: true });
+        const html = readFileSync(join(this.distDir, "index.html"), "utf8");
+        const refs = [...html.matchAll(/(?:src|href)="\/_\/([^"]+)"/g)].map((m) => m[1]);
+        if (refs.length && refs.every((r) => existsSync(join(this.distDir, r)))) return;
+      } catch {}
+      await sleep(200);
+    }
+    throw new Error("dist/ has no complete build (run npm run build in dashboard/)");
+  }
+
   async _init() {
+    await this._snapshotDist();
     if (!existsSync(BIN)) throw new Error(`ferrobase binary not found at ${BIN} (set FERROBASE_BIN)`);
     for (const p of this.opts.plugins) this.addPlugin(p);
     // Always an explicit config (so no ./pb.toml of the working directory is picked up).
