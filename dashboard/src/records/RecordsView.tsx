@@ -468,6 +468,12 @@ function RecordsTable(props: { collection: CollectionModel }) {
             {" "}
             · times in {userTimeZone}
           </span>
+          {live === "failed" && (
+            <span class="rec-muted" title="The realtime connection failed: use ↻ to refresh">
+              {" "}
+              · no live updates
+            </span>
+          )}
           {live === "on" && (
             <span class="rec-live" title="Updates live through realtime">
               {" "}
