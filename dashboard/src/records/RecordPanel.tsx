@@ -4,7 +4,6 @@ import type { CollectionField, CollectionModel, RecordModel } from "pocketbase";
 import { useMemo, useRef, useState } from "preact/hooks";
 import { pb } from "../pb";
 import {
-  Badge,
   CheckboxField,
   ErrorBox,
   Field,

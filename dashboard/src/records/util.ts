@@ -1,36 +1,5 @@
-// Small helpers of the records screens: errors, dates, collections, presentable values.
+// Small helpers of the records screens: dates, presentable values, safe text.
 import type { CollectionField, CollectionModel, RecordModel } from "pocketbase";
-import { pb } from "../pb";
-
-/** The message of an error from the SDK (the server's text when there is one). */
-export function errorText(e: unknown): string {
-  const err = e as { response?: { message?: string }; message?: string; status?: number };
-  const msg = err?.response?.message || err?.message || String(e);
-  if (err?.status === 0) return "The server could not be reached. " + msg;
-  return msg;
-}
-
-/** The per-field errors of a 400 answer (`response.data`), flattened to `name -> message`. */
-export function fieldErrors(e: unknown): Record<string, string> {
-  const data = (e as { response?: { data?: Record<string, unknown> } })?.response?.data;
-  const out: Record<string, string> = {};
-  if (!data || typeof data !== "object") return out;
-  for (const [key, val] of Object.entries(data)) {
-    // `docs+` / `docs-` / `+docs` errors concern the field `docs`.
-    const name = key.replace(/^\+|[+-]$/g, "");
-    out[name] = flattenMessage(val);
-  }
-  return out;
-}
-
-function flattenMessage(val: unknown): string {
-  if (!val || typeof val !== "object") return String(val ?? "");
-  const v = val as Record<string, unknown>;
-  if (typeof v.message === "string") return v.message;
-  return Object.entries(v)
-    .map(([k, x]) => `${k}: ${flattenMessage(x)}`)
-    .join("; ");
-}
 
 const pad = (n: number, w = 2) => String(n).padStart(w, "0");
 
@@ -85,30 +54,6 @@ export const userTimeZone = (() => {
     return "local time";
   }
 })();
-
-// ---- collections (for relation targets), loaded once per session and refreshed on demand ----
-
-let collectionsPromise: Promise<CollectionModel[]> | null = null;
-
-export function allCollections(refresh = false): Promise<CollectionModel[]> {
-  if (!collectionsPromise || refresh) {
-    collectionsPromise = pb.collections.getFullList({ batch: 500 }).catch((e) => {
-      collectionsPromise = null;
-      throw e;
-    });
-  }
-  return collectionsPromise;
-}
-
-export async function collectionById(id: string): Promise<CollectionModel | undefined> {
-  let list = await allCollections();
-  let c = list.find((x) => x.id === id || x.name === id);
-  if (!c) {
-    list = await allCollections(true);
-    c = list.find((x) => x.id === id || x.name === id);
-  }
-  return c;
-}
 
 /** The fields that name a record of a collection: its presentable ones, else a likely one. */
 export function presentableFields(c: CollectionModel | undefined): string[] {
@@ -174,14 +119,4 @@ export function asArray<T = string>(v: unknown): T[] {
 /** The multi-value fields: select/relation/file with maxSelect > 1. */
 export function isMulti(f: CollectionField): boolean {
   return (f.maxSelect ?? 1) > 1;
-}
-
-export function debounce<A extends unknown[]>(fn: (...a: A) => void, ms: number) {
-  let t: ReturnType<typeof setTimeout> | undefined;
-  const d = (...a: A) => {
-    clearTimeout(t);
-    t = setTimeout(() => fn(...a), ms);
-  };
-  d.cancel = () => clearTimeout(t);
-  return d;
 }
