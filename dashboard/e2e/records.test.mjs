@@ -253,9 +253,12 @@ test("records: table, form, filter, sort, delete, realtime, safe rendering", asy
     assert.equal(await r.locator('td[data-field="labels"]').textContent(), "ac");
   });
 
-  await t.test("edit a record", async () => {
-    await row("Bravo").locator('td[data-field="views"]').click();
+  await t.test("edit a record (opened from the keyboard)", async () => {
+    await row("Bravo").locator(".rec-open").focus();
+    await page.keyboard.press("Enter");
     await dialog().waitFor();
+    // focus moved into the form
+    assert.equal(await page.evaluate(() => !!document.activeElement?.closest('[role="dialog"]')), true);
     await fieldBox("title").locator("input").fill("Bravo edited");
     await page.click(T("record-save"));
     await dialog().waitFor({ state: "detached" });
