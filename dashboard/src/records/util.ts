@@ -61,10 +61,12 @@ export function presentableFields(c: CollectionModel | undefined): string[] {
   const fields = c.fields || [];
   const marked = fields.filter((f) => f.presentable && !f.hidden).map((f) => f.name);
   if (marked.length) return marked;
-  for (const guess of ["name", "title", "label", "username", "email", "slug"]) {
-    if (fields.some((f) => f.name === guess && !f.hidden)) return [guess];
-  }
-  return [];
+  const has = (n: string) => fields.some((f) => f.name === n && !f.hidden);
+  const first = ["name", "title", "label", "username", "slug"].find(has);
+  // Auth records: the email too (a user's name is often empty).
+  const out = first ? [first] : [];
+  if (c.type === "auth" && has("email")) out.push("email");
+  return out;
 }
 
 /** A short text naming a record (its presentable fields, else its id). */
