@@ -27,7 +27,7 @@ test("index advice is shown in the editor and applied through a collection updat
   await h.screenshot(page, "index-advice");
   await card.locator('button:has-text("Apply")').click();
   await page.click('[data-testid="save-collection"]');
-  await page.waitForSelector('[data-testid="toast"]:has-text("saved")');
+  await page.waitForSelector('[data-testid="collection-editor"]', { state: "detached" }); // closes only when saved
   const col = (await h.api("/api/collections/items")).body;
   assert.ok(col.indexes.includes(one.index), JSON.stringify(col.indexes));
 });

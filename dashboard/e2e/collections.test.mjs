@@ -19,8 +19,13 @@ async function openEditor(id) {
   await page.waitForSelector('[data-testid="collection-editor"][data-version="1"]');
 }
 
-async function closeEditor() {
+async function closeEditor(discard = true) {
   await page.keyboard.press("Escape");
+  if (discard) {
+    await page.waitForSelector("text=Discard your changes?");
+    assert.deepEqual(await h.axe(page), [], "discard dialog");
+    await page.click('[data-testid="confirm-yes"]');
+  }
   await page.waitForSelector('[data-testid="collection-editor"]', { state: "detached" });
 }
 
@@ -50,7 +55,7 @@ test("create a collection with several field types", async () => {
   assert.deepEqual(await h.axe(page), [], "collection editor");
   await h.screenshot(page, "collection-editor");
   await page.click('[data-testid="save-collection"]');
-  await page.waitForSelector('[data-testid="toast"]:has-text("created")');
+  await page.waitForSelector('[data-testid="collection-editor"]', { state: "detached" }); // closes only when saved
   await page.waitForSelector('[data-testid="collection-link"]:has-text("posts")');
   const r = await h.api("/api/collections/posts");
   assert.equal(r.status, 200);
@@ -80,7 +85,7 @@ test("changing a rule is enforced by the API; a bad rule shows its error next to
   await page.click('role=tab[name="API rules"]');
   await page.click('[data-rule="listRule"] .rule-head input[type="checkbox"]'); // unlock: "" = public
   await page.click('[data-testid="save-collection"]');
-  await page.waitForSelector('[data-testid="toast"]:has-text("saved")');
+  await page.waitForSelector('[data-testid="collection-editor"]', { state: "detached" }); // closes only when saved
   const after1 = await h.api("/api/collections/posts/records", { guest: true });
   assert.equal(after1.status, 200, "public list rule lets guests list");
 
@@ -128,7 +133,7 @@ test("indexes: add one and see it saved", async () => {
   await page.fill('label:has-text("Add an index") + textarea', "CREATE INDEX idx_posts_title ON posts (title)");
   await page.click('button:has-text("+ Add index")');
   await page.click('[data-testid="save-collection"]');
-  await page.waitForSelector('[data-testid="toast"]:has-text("saved")');
+  await page.waitForSelector('[data-testid="collection-editor"]', { state: "detached" }); // closes only when saved
   const r = await h.api("/api/collections/posts");
   assert.ok(r.body.indexes.some((i) => i.includes("idx_posts_title")), JSON.stringify(r.body.indexes));
 });
@@ -141,7 +146,7 @@ test("a relation field to users, with its options", async () => {
   await page.selectOption('label:has-text("Related collection") + select', users.id);
   await page.click('label:has-text("Cascade delete")');
   await page.click('[data-testid="save-collection"]');
-  await page.waitForSelector('[data-testid="toast"]:has-text("saved")');
+  await page.waitForSelector('[data-testid="collection-editor"]', { state: "detached" }); // closes only when saved
   const f = (await h.api("/api/collections/posts")).body.fields.find((x) => x.name === "author");
   assert.equal(f?.type, "relation");
   assert.equal(f.collectionId, users.id);
@@ -161,7 +166,7 @@ test("a view collection: the server's error on a bad query, then a working one",
   assert.match(await err.textContent(), /\S/);
   await page.fill('label:has-text("SELECT query") + textarea', "SELECT id, title FROM posts");
   await page.click('[data-testid="save-collection"]');
-  await page.waitForSelector('[data-testid="toast"]:has-text("created")');
+  await page.waitForSelector('[data-testid="collection-editor"]', { state: "detached" }); // closes only when saved
   const r = await h.api("/api/collections/post_titles");
   assert.equal(r.body.type, "view");
   assert.ok(r.body.fields.some((f) => f.name === "title"));
@@ -176,7 +181,7 @@ test("auth collection options: turn on OTP and change the auth token duration", 
   assert.deepEqual(await h.axe(page), [], "auth options");
   await h.screenshot(page, "auth-options");
   await page.click('[data-testid="save-collection"]');
-  await page.waitForSelector('[data-testid="toast"]:has-text("saved")');
+  await page.waitForSelector('[data-testid="collection-editor"]', { state: "detached" }); // closes only when saved
   const r = (await h.api("/api/collections/users")).body;
   assert.equal(r.otp.enabled, true);
   assert.equal(r.authToken.duration, 86400);

@@ -2,6 +2,7 @@ import { useEffect, useState } from "preact/hooks";
 import { pb } from "./pb";
 import { Toasts, DialogHost, Loading, navigate, useRoute, link } from "./ui";
 import { useSession, sessionExpired, startHealthWatch } from "./session";
+import { currentPath } from "./router";
 import { Logo } from "./Logo";
 import { useAppSettings } from "./appSettings";
 import { Login } from "./pages/Login";
@@ -95,7 +96,7 @@ export function App() {
   if (section === "pbinstall") page = <Install token={path[1] ?? ""} />;
   else if (!ready) page = <main class="auth-page"><Loading /></main>;
   else if (section === "login" || !authed) {
-    if (section !== "login") setTimeout(() => navigate("/login", true));
+    if (section !== "login") setTimeout(() => !(pb.authStore.isValid && pb.authStore.isSuperuser) && currentPath()[0] !== "login" && navigate("/login", true));
     page = <Login />;
   } else {
     let inner;
@@ -103,7 +104,7 @@ export function App() {
     else if (section === "settings") inner = <SettingsPage sub={path[1] ?? ""} />;
     else if (section === "plugins") inner = <PluginsPage />;
     else {
-      if (section !== "collections") setTimeout(() => navigate("/collections", true));
+      if (section !== "collections") setTimeout(() => currentPath()[0] === section && navigate("/collections", true));
       inner = <CollectionsPage path={path.slice(1)} />;
     }
     page = (

@@ -1,5 +1,5 @@
 import type { CollectionModel } from "pocketbase";
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { pb } from "../pb";
 import {
   Modal, Tabs, TextField, TextAreaField, NumberField, CheckboxField, ListField, ErrorBox, Badge,
@@ -42,10 +42,18 @@ export function CollectionEditor(props: { collection?: CollectionModel; onClose:
   const nameId = useId("cname");
 
   const [version, setVersion] = useState(0);
+  // What closing compares against: the definition as loaded (or the blank new one).
+  const initial = useRef<string>(JSON.stringify(c));
+  async function close() {
+    const dirty = initial.current !== JSON.stringify(c);
+    if (dirty && !(await confirmDialog({ title: "Discard your changes?", message: "The collection has unsaved changes.", confirmText: "Discard", danger: true }))) return;
+    props.onClose();
+  }
   useEffect(() => {
     // Edit the server's current definition, not a possibly stale copy from the list.
     if (isNew) return;
     pb.collections.getOne(props.collection!.id, { requestKey: null }).then((fresh) => {
+      initial.current = JSON.stringify(fresh);
       setC(structuredClone(fresh));
       setVersion((v) => v + 1);
     }).catch(() => {});
@@ -54,6 +62,7 @@ export function CollectionEditor(props: { collection?: CollectionModel; onClose:
     if (!isNew) return;
     pb.collections.getScaffolds().then((s: any) => {
       setScaffolds(s);
+      initial.current = JSON.stringify(applyScaffold(s, "base"));
       setC((cur) => ({ ...applyScaffold(s, cur.type), name: cur.name }));
     }).catch(() => {});
   }, []);
@@ -146,7 +155,7 @@ export function CollectionEditor(props: { collection?: CollectionModel; onClose:
   const activeTab = tabs.some((t) => t.id === tab) ? tab : tabs[0].id;
 
   return (
-    <Modal wide title={isNew ? "New collection" : <>Edit collection <span class="muted">{props.collection!.name}</span></>} onClose={props.onClose}
+    <Modal wide title={isNew ? "New collection" : <>Edit collection <span class="muted">{props.collection!.name}</span></>} onClose={close}
       footer={<>
         {!isNew && !props.collection!.system && (
           <>
@@ -155,7 +164,7 @@ export function CollectionEditor(props: { collection?: CollectionModel; onClose:
           </>
         )}
         <span class="spacer" />
-        <button type="button" class="btn btn-ghost" onClick={props.onClose}>Cancel</button>
+        <button type="button" class="btn btn-ghost" onClick={close}>Cancel</button>
         <button type="submit" form="collection-form" class="btn btn-primary" disabled={busy} data-testid="save-collection">{busy ? "Saving…" : isNew ? "Create" : "Save changes"}</button>
       </>}>
       <form id="collection-form" noValidate onSubmit={save} data-testid="collection-editor" key={version} data-version={version}>

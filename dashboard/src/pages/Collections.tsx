@@ -2,6 +2,7 @@ import type { CollectionModel } from "pocketbase";
 import { useState } from "preact/hooks";
 import { Loading, EmptyState, link, navigate } from "../ui";
 import { useCollections } from "../collectionsStore";
+import { currentPath } from "../router";
 import { RecordsView } from "../records/RecordsView";
 import { CollectionEditor } from "./CollectionEditor";
 import { useAppSettings } from "../appSettings";
@@ -67,7 +68,11 @@ export function CollectionsPage(props: { path: string[] }) {
   const isNew = idOrName === "new";
   const current = !isNew && idOrName ? collections.find((c) => c.id === idOrName || c.name === idOrName) : undefined;
   const first = collections.find((c) => !c.system);
-  if (loaded && !idOrName && first) setTimeout(() => navigate(`/collections/${encodeURIComponent(first.id)}`, true));
+  if (loaded && !idOrName && first)
+    setTimeout(() => {
+      // only if still on the bare list (the user may have gone on meanwhile)
+      if (currentPath().join("/") === "collections") navigate(`/collections/${encodeURIComponent(first.id)}`, true);
+    });
 
   let body;
   if (!loaded) body = <Loading />;

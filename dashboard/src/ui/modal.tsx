@@ -15,6 +15,8 @@ export function Modal(props: {
   class?: string;
 }) {
   const ref = useRef<HTMLDivElement>(null);
+  const onClose = useRef(props.onClose);
+  onClose.current = props.onClose; // the key handler is bound once: always call the latest
   const [seq] = useState(() => ++modalSeq);
   const titleId = `modal-title-${seq}`;
   useEffect(() => {
@@ -27,7 +29,7 @@ export function Modal(props: {
       if (stack[stack.length - 1] !== seq) return;
       if (e.key === "Escape") {
         e.stopPropagation();
-        props.onClose();
+        onClose.current();
       } else if (e.key === "Tab") {
         const f = Array.from(el.querySelectorAll<HTMLElement>("a[href], button:not([disabled]), input:not([disabled]), select, textarea, [tabindex]:not([tabindex='-1'])")).filter((x) => x.offsetParent !== null);
         if (!f.length) return;
