@@ -6,6 +6,16 @@ let h;
 before(async () => { h = await start(); });
 after(async () => { await h?.stop(); });
 
+test("first paint of the sign-in page is under a second", async () => {
+  const page = await h.newPage();
+  await h.goto(page, "/login");
+  await page.waitForSelector('input[name="email"]');
+  const fcp = await page.evaluate(() => performance.getEntriesByName("first-contentful-paint")[0]?.startTime);
+  assert.ok(typeof fcp === "number", "no paint timing");
+  console.log(`first contentful paint: ${fcp.toFixed(0)} ms`);
+  assert.ok(fcp < 1000, `first contentful paint took ${fcp} ms`);
+});
+
 test("sign in: a wrong password shows the server's error, then the right one works", async () => {
   const page = await h.newPage();
   await h.goto(page, "/login");
