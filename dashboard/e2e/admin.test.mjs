@@ -66,6 +66,26 @@ test("mail settings page: SMTP fields and the test send", async () => {
   assert.match(h.stdout, /to=mail-test@example\.com/);
 });
 
+test("files storage: S3 settings saved, and the connection test reports the failure", async () => {
+  await h.goto(page, "/settings/storage");
+  await page.waitForSelector('[data-testid="storage-settings"]');
+  await page.click('label:has-text("Use S3 storage")');
+  await page.fill('label:has-text("Endpoint") + input', "http://127.0.0.1:9");
+  await page.fill('label:has-text("Bucket") + input', "e2e-bucket");
+  await page.fill('label:has-text("Region") + input', "us-east-1");
+  await page.fill('label:has-text("Access key") + input', "AKIAE2E");
+  await page.fill('label:has-text("Secret") + input', "secret-e2e");
+  assert.deepEqual(await h.axe(page), [], "storage");
+  await page.click('button:has-text("Save changes")');
+  await page.waitForSelector('[data-testid="toast"]:has-text("Settings saved")');
+  const s = (await h.api("/api/settings")).body;
+  assert.equal(s.s3.enabled, true);
+  assert.equal(s.s3.bucket, "e2e-bucket");
+  await page.click('button:has-text("Test connection")');
+  await page.waitForSelector('[data-testid="toast"]:has-text("S3 test failed")', { timeout: 30000 });
+  await h.api("/api/settings", { method: "PATCH", body: { s3: { enabled: false } } });
+});
+
 test("backups: create, list, download, delete, upload, restore; a cron job runs now", async () => {
   await h.goto(page, "/settings/backups");
   await page.waitForSelector('[data-testid="backups-table"]');

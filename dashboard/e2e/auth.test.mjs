@@ -75,6 +75,22 @@ test("an expired or corrupted session goes back to sign-in with a message", asyn
   assert.equal(page.errors.length, 0, page.errors.join("\n"));
 });
 
+test("a session revoked mid-use (password changed elsewhere) returns to sign-in", async () => {
+  const page = await h.newPage();
+  await h.signIn(page);
+  await h.goto(page, "/settings");
+  await page.waitForSelector('[data-testid="app-settings"]');
+  const me = (await h.api(`/api/collections/_superusers/records?filter=${encodeURIComponent(`email="${EMAIL}"`)}`)).body.items[0];
+  // the same password again: a new token key all the same, so every issued token is void
+  const r = await h.api(`/api/collections/_superusers/records/${me.id}`, { method: "PATCH", body: { password: PASSWORD, passwordConfirm: PASSWORD } });
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  h._token = null;
+  await page.click('nav[aria-label="Main"] a[href="#/logs"]');
+  await page.waitForSelector('[data-testid="login-message"]');
+  assert.ok(await page.evaluate(() => location.hash === "#/login"));
+  assert.deepEqual(page.errors, []);
+});
+
 test("with MFA on, sign-in asks for the emailed one-time code", async () => {
   await h.token(); // keep a superuser token from before MFA
   const on = await h.api("/api/collections/_superusers", { method: "PATCH", body: { mfa: { enabled: true }, otp: { enabled: true } } });
