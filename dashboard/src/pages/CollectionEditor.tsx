@@ -274,6 +274,7 @@ function FieldsEditor(p: { fields: AnyField[]; setFields: (f: AnyField[]) => voi
               {isOpen && (
                 <div class="fcard-body">
                   <FieldOptions f={f} set={(patch) => update(i, patch)} err={(k) => fe[k]} />
+                  {f.type !== "autodate" && <TextField label="Help text" value={f.help ?? ""} onChange={(v) => update(i, { help: v })} error={fe.help} hint="Shown under the field in the record form." />}
                   <div class="row" style="gap:20px;flex-wrap:wrap">
                     {f.type !== "autodate" && <CheckboxField label="Required" checked={!!f.required} onChange={(v) => update(i, { required: v })} error={fe.required} />}
                     <CheckboxField label="Hidden (not in API responses)" checked={!!f.hidden} onChange={(v) => update(i, { hidden: v })} error={fe.hidden} />
