@@ -153,6 +153,19 @@ test("a relation field to users, with its options", async () => {
   assert.equal(f.cascadeDelete, true);
 });
 
+test("a field option error opens that field and shows next to the option", async () => {
+  const col = (await h.api("/api/collections/posts")).body;
+  await openEditor(col.id);
+  await addField("select", "mood"); // no choices: the server refuses
+  await page.locator('[data-testid="field-card"]').last().locator('button:has-text("Options")').click(); // close it
+  await page.click('[data-testid="save-collection"]');
+  const err = page.locator('[data-testid="field-card"]:last-child .field:has(label:has-text("Choices")) [data-testid="field-error"]');
+  await err.waitFor();
+  assert.match(await err.textContent(), /\S/);
+  await closeEditor();
+  assert.ok(!(await h.api("/api/collections/posts")).body.fields.some((f) => f.name === "mood"));
+});
+
 test("a view collection: the server's error on a bad query, then a working one", async () => {
   await page.waitForSelector('[data-testid="collection-editor"]', { state: "detached" });
   await h.goto(page, "/collections/new");

@@ -237,6 +237,11 @@ function RuleEditor(p: { name: string; label: string; hint: string; value: strin
 function FieldsEditor(p: { fields: AnyField[]; setFields: (f: AnyField[]) => void; errs: Record<string, string> }) {
   const [open, setOpen] = useState<number | null>(null);
   const [addType, setAddType] = useState("text");
+  // After a failed save, open the first field the server complained about.
+  useEffect(() => {
+    const idx = Object.keys(p.errs).map((k) => parseInt(k, 10)).filter((n) => !isNaN(n)).sort((a, b) => a - b)[0];
+    if (idx !== undefined) setOpen(idx);
+  }, [JSON.stringify(p.errs)]);
   const addId = useId("addtype");
   const update = (i: number, patch: Partial<AnyField>) => p.setFields(p.fields.map((f, j) => (j === i ? { ...f, ...patch } : f)));
   const move = (i: number, d: number) => {
@@ -253,10 +258,10 @@ function FieldsEditor(p: { fields: AnyField[]; setFields: (f: AnyField[]) => voi
         {p.fields.map((f, i) => {
           const fe = scopedErrors(p.errs, String(i));
           const hasErr = Object.keys(fe).length > 0;
-          const isOpen = open === i || (hasErr && open === null);
+          const isOpen = open === i;
           const label = `Field ${i + 1} name`;
           return (
-            <div class={`fcard ${isOpen ? "open" : ""}`} data-testid="field-card" data-field-type={f.type}>
+            <div class={`fcard ${isOpen ? "open" : ""} ${hasErr ? "fcard-error" : ""}`} data-testid="field-card" data-field-type={f.type}>
               <div class="fcard-head">
                 <span class="fcard-type">{f.type}</span>
                 <label class="sr-only" for={`fname-${i}`}>{label}</label>
