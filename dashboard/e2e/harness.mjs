@@ -21,6 +21,13 @@ export const PASSWORD = "e2e-Passw0rd!";
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// Servers still running when this process ends (a failed or cancelled test) are killed.
+const live = new Set();
+process.on("exit", () => {
+  for (const p of live) try { p.kill("SIGKILL"); } catch {}
+});
+for (const sig of ["SIGINT", "SIGTERM"]) process.once(sig, () => process.exit(130));
+
 async function freePort() {
   for (let i = 0; i < 50; i++) {
     const port = 18000 + Math.floor(Math.random() * 1000);
@@ -111,6 +118,8 @@ class Harness {
     const env = { ...process.env, FERROBASE_DASHBOARD_DIR: this.distDir, RUST_LOG: process.env.RUST_LOG ?? "info" };
     const proc = spawn(BIN, ["serve", "--http", `127.0.0.1:${this.port}`, "--dir", this.dataDir, "--pluginsDir", this.pluginsDir, "--config", this.configPath], { env, stdio: ["ignore", "pipe", "pipe"] });
     this.proc = proc;
+    live.add(proc);
+    proc.once("exit", () => live.delete(proc));
     proc.stdout.on("data", (d) => (this.stdout += d));
     proc.stderr.on("data", (d) => (this.stdout += d));
     const deadline = Date.now() + 20000;
