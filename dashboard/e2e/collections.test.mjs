@@ -103,6 +103,21 @@ test("changing a rule is enforced by the API; a bad rule shows its error next to
   assert.equal((await h.api("/api/collections/posts")).body.viewRule, null, "the bad rule was not saved");
 });
 
+test("rule helpers insert names into the rule being edited", async () => {
+  const col = (await h.api("/api/collections/posts")).body;
+  await openEditor(col.id);
+  await page.click('role=tab[name="API rules"]');
+  await page.click('[data-rule="updateRule"] .rule-head input[type="checkbox"]');
+  await page.click('textarea[name="updateRule"]');
+  await page.click('.rule-insert button:has-text("@request.auth.id")');
+  await page.focus('textarea[name="updateRule"]');
+  await page.keyboard.press("End");
+  await page.keyboard.type(' != ""');
+  await page.click('[data-testid="save-collection"]');
+  await page.waitForSelector('[data-testid="collection-editor"]', { state: "detached" });
+  assert.equal((await h.api("/api/collections/posts")).body.updateRule, '@request.auth.id != ""');
+});
+
 test("no HTML injection from collection data, names or server messages", async () => {
   const evil = `<img src=x onerror="window.__xss=1;alert(1)">`;
   const col = (await h.api("/api/collections/posts")).body;

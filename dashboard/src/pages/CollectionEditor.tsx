@@ -35,6 +35,7 @@ export function CollectionEditor(props: { collection?: CollectionModel; onClose:
   const isNew = !props.collection;
   const [c, setC] = useState<C>(() => (props.collection ? structuredClone(props.collection) : blankCollection("base")));
   const [tab, setTab] = useState("fields");
+  const [lastRule, setLastRule] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const [errs, setErrs] = useState<Record<string, string>>({});
@@ -197,11 +198,15 @@ export function CollectionEditor(props: { collection?: CollectionModel; onClose:
         {activeTab === "rules" && (
           <div>
             <p class="muted small" style="margin-top:0">Rules are filters in PocketBase's syntax, e.g. <code>@request.auth.id != ""</code>. <strong>Locked</strong> means superusers only; an <strong>empty</strong> rule means everyone, guests included.</p>
-            {RULES.filter(([k]) => c.type !== "view" || k === "listRule" || k === "viewRule").map(([k, label, hint]) => (
-              <RuleEditor key={k} name={k} label={label} hint={hint} value={c[k]} onChange={(v) => set({ [k]: v })} error={errs[k]} />
-            ))}
-            {c.type === "auth" && AUTH_RULES.map(([k, label, hint]) => (
-              <RuleEditor key={k} name={k} label={label} hint={hint} value={c[k]} onChange={(v) => set({ [k]: v })} error={errs[k]} />
+            <div class="rule-insert" aria-label="Insert into the rule being edited" role="group">
+              <span class="muted small">Insert{lastRule ? "" : " (click into a rule first)"}:</span>
+              {[...fields.filter((f) => !f.hidden || f.name === "id").map((f) => f.name), "@request.auth.id", "@request.body.", "@request.query.", "@collection.", "@now"].map((t) => (
+                <button type="button" class="chip chip-btn" disabled={!lastRule} onMouseDown={(e) => e.preventDefault()}
+                  onClick={() => lastRule && set({ [lastRule]: `${c[lastRule] ?? ""}${c[lastRule] && !/\s$/.test(c[lastRule]) ? " " : ""}${t}` })}>{t}</button>
+              ))}
+            </div>
+            {[...RULES.filter(([k]) => c.type !== "view" || k === "listRule" || k === "viewRule"), ...(c.type === "auth" ? AUTH_RULES : [])].map(([k, label, hint]) => (
+              <RuleEditor key={k} name={k} label={label} hint={hint} value={c[k]} onChange={(v) => set({ [k]: v })} error={errs[k]} onFocus={() => setLastRule(k)} />
             ))}
           </div>
         )}
@@ -212,7 +217,7 @@ export function CollectionEditor(props: { collection?: CollectionModel; onClose:
   );
 }
 
-function RuleEditor(p: { name: string; label: string; hint: string; value: string | null; onChange: (v: string | null) => void; error?: string }) {
+function RuleEditor(p: { name: string; label: string; hint: string; value: string | null; onChange: (v: string | null) => void; error?: string; onFocus?: () => void }) {
   const locked = p.value === null;
   const id = useId("rule");
   return (
@@ -224,7 +229,7 @@ function RuleEditor(p: { name: string; label: string; hint: string; value: strin
       {locked ? (
         <div class="rule-locked" id={id} tabIndex={-1}>Only superusers can do this. Unlock to set a rule (an empty rule lets everyone in).</div>
       ) : (
-        <textarea id={id} name={p.name} class="input" rows={2} value={p.value ?? ""} placeholder="Empty: everyone, guests included"
+        <textarea id={id} name={p.name} class="input" rows={2} onFocus={p.onFocus} value={p.value ?? ""} placeholder="Empty: everyone, guests included"
           aria-invalid={p.error ? "true" : undefined} aria-describedby={`${id}-msg`}
           onInput={(e) => p.onChange((e.target as HTMLTextAreaElement).value)} />
       )}
