@@ -21,6 +21,7 @@ test("application settings are saved", async () => {
   await page.fill('input[id][class*="mono"] >> nth=-1', "/api/e2e");
   await page.click('button:has-text("Save changes")');
   await page.waitForSelector('[data-testid="toast"]:has-text("Settings saved")');
+  await page.waitForFunction(() => document.title === "Settings · Acme e2e");
   await h.screenshot(page, "settings");
   const s = (await h.api("/api/settings")).body;
   assert.equal(s.meta.appName, "Acme e2e");

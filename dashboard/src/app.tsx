@@ -5,6 +5,7 @@ import { useSession, sessionExpired, startHealthWatch } from "./session";
 import { currentPath } from "./router";
 import { Logo } from "./Logo";
 import { useAppSettings } from "./appSettings";
+import { findCollection } from "./collectionsStore";
 import { Login } from "./pages/Login";
 import { Install } from "./pages/Install";
 import { CollectionsPage } from "./pages/Collections";
@@ -71,6 +72,13 @@ export function App() {
   const section = path[0] ?? "";
 
   useEffect(() => pb.authStore.onChange(() => force((n) => n + 1)), []);
+  const { appName } = useAppSettings();
+  // A title per screen (read by screen readers and shown in tabs and history).
+  useEffect(() => {
+    const names: Record<string, string> = { login: "Sign in", pbinstall: "Create superuser", logs: "Logs", settings: "Settings", plugins: "Plugins", collections: "Collections" };
+    const where = path[0] === "collections" && path[1] ? (path[1] === "new" ? "New collection" : findCollection(path[1])?.name ?? "Collections") : names[section] ?? "Collections";
+    document.title = `${where} · ${appName || "Ferrobase"}`;
+  }, [path.join("/"), appName]);
 
   // Session restore: refresh the stored token once on load.
   useEffect(() => {

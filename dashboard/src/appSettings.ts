@@ -19,7 +19,6 @@ async function load() {
     const s: any = await pb.settings.getAll({ requestKey: null });
     meta = { appName: s?.meta?.appName ?? "", hideControls: !!s?.meta?.hideControls };
     loaded = true;
-    document.title = meta.appName ? `${meta.appName} · Ferrobase` : "Ferrobase";
     subs.forEach((f) => f(meta));
   } catch {
     /* not signed in or offline: keep the last values */
