@@ -178,6 +178,8 @@ test("import adds a collection", async () => {
   const extra = { name: "imported_notes", type: "base", fields: [{ name: "body", type: "text" }] };
   await h.goto(page, "/settings/import");
   await page.fill('textarea[name="importJson"]', JSON.stringify([...current, extra]));
+  await page.waitForSelector('[data-testid="import-summary"]:has-text("New: imported_notes")');
+  assert.doesNotMatch(await page.textContent('[data-testid="import-summary"]'), /Changed/);
   await page.click('button:has-text("Review and import")');
   await page.waitForSelector('[data-testid="toast"]:has-text("Imported")');
   assert.equal((await h.api("/api/collections/imported_notes")).status, 200);

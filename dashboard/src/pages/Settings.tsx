@@ -471,7 +471,25 @@ function ImportCollections() {
         <TextAreaField label="Collections JSON" mono rows={14} value={text} onChange={setText} error={parseError ?? undefined} name="importJson" />
         <CheckboxField label="Delete collections (and their records) that are not in the import" checked={deleteMissing} onChange={setDeleteMissing} />
         {error && <pre class="alert alert-error" role="alert" data-testid="form-error" style="white-space:pre-wrap;font-family:inherit">{error}</pre>}
-        {parsed && <p class="small">{parsed.length} collections to import{toDelete.length ? `, ${toDelete.length} to delete` : ""}.</p>}
+        {parsed && (() => {
+          const byKey = (c: any) => collections.find((x) => (c?.id && x.id === c.id) || x.name === c?.name);
+          const created = parsed.filter((c) => !byKey(c)).map((c) => c?.name);
+          const changed = parsed.filter((c) => {
+            const x: any = byKey(c);
+            if (!x) return false;
+            const { created: _a, updated: _b, ...rest } = x;
+            return JSON.stringify({ ...rest, ...c }) !== JSON.stringify(rest);
+          }).map((c) => c?.name);
+          return (
+            <div class="alert alert-info small" data-testid="import-summary">
+              <div><strong>{parsed.length}</strong> collections in the file.</div>
+              {created.length > 0 && <div>New: {created.join(", ")}</div>}
+              {changed.length > 0 && <div>Changed: {changed.join(", ")}</div>}
+              {toDelete.length > 0 && <div>Deleted: {toDelete.map((c) => c.name).join(", ")}</div>}
+              {!created.length && !changed.length && !toDelete.length && <div>No changes.</div>}
+            </div>
+          );
+        })()}
         <button class="btn btn-primary" disabled={!parsed || busy} onClick={run}>{busy ? "Importing…" : "Review and import"}</button>
       </div>
     </div>
