@@ -1,7 +1,7 @@
 // End-to-end harness: a real ferrobase on a free 127.0.0.1 port with a fresh data dir,
 // a real headless Chromium, and helpers. See CONTRACT.md for the API.
 import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync, mkdirSync, rmSync, copyFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, mkdirSync, rmSync, copyFileSync, cpSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -21,6 +21,13 @@ export const PASSWORD = "e2e-Passw0rd!";
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// Servers still running when this process ends (a failed or cancelled test) are killed.
+const live = new Set();
+process.on("exit", () => {
+  for (const p of live) try { p.kill("SIGKILL"); } catch {}
+});
+for (const sig of ["SIGINT", "SIGTERM"]) process.once(sig, () => process.exit(130));
+
 async function freePort() {
   for (let i = 0; i < 50; i++) {
     const port = 18000 + Math.floor(Math.random() * 1000);
@@ -37,6 +44,7 @@ async function freePort() {
 /**
  * Start a harness. opts.superuser (default true): create EMAIL/PASSWORD before serving.
  * opts.plugins: wasm file names copied from WASM_DIR into the plugins dir before start.
+ * opts.config: pb.toml text (passed with --config).
  */
 export async function start(opts = {}) {
   const h = new Harness(opts);
@@ -51,12 +59,13 @@ export async function start(opts = {}) {
 
 class Harness {
   constructor(opts) {
-    this.opts = { superuser: true, plugins: [], ...opts };
+    this.opts = { superuser: true, plugins: [], config: "", ...opts };
     this.tmp = mkdtempSync(join(tmpdir(), "fb-e2e-"));
     this.dataDir = join(this.tmp, "data");
     this.pluginsDir = join(this.tmp, "plugins");
     mkdirSync(this.dataDir);
     mkdirSync(this.pluginsDir);
+    this.distDir = join(this.tmp, "dist");
     this.stdout = "";
     this.proc = null;
     this.browser = null;
@@ -65,9 +74,28 @@ class Harness {
     this.pages = [];
   }
 
+  /** A complete snapshot of dist/ (a rebuild running meanwhile empties it for a moment). */
+  async _snapshotDist() {
+    for (let i = 0; i < 50; i++) {
+      rmSync(this.distDir, { recursive: true, force: true });
+      try {
+        cpSync(join(DASH, "dist"), this.distDir, { recursive: true });
+        const html = readFileSync(join(this.distDir, "index.html"), "utf8");
+        const refs = [...html.matchAll(/(?:src|href)="\/_\/([^"]+)"/g)].map((m) => m[1]);
+        if (refs.length && refs.every((r) => existsSync(join(this.distDir, r)))) return;
+      } catch {}
+      await sleep(200);
+    }
+    throw new Error("dist/ has no complete build (run npm run build in dashboard/)");
+  }
+
   async _init() {
+    await this._snapshotDist();
     if (!existsSync(BIN)) throw new Error(`ferrobase binary not found at ${BIN} (set FERROBASE_BIN)`);
     for (const p of this.opts.plugins) this.addPlugin(p);
+    // Always an explicit config (so no ./pb.toml of the working directory is picked up).
+    this.configPath = join(this.tmp, "pb.toml");
+    writeFileSync(this.configPath, this.opts.config);
     if (this.opts.superuser) execFileSync(BIN, ["superuser", "upsert", EMAIL, PASSWORD, "--dir", this.dataDir], { stdio: "pipe" });
     this.port = await freePort();
     this.serverURL = `http://127.0.0.1:${this.port}`;
@@ -87,9 +115,11 @@ class Harness {
   /** Start (or restart) the ferrobase process on the same port and data dir. */
   async startServer() {
     this.stdout = "";
-    const env = { ...process.env, FERROBASE_DASHBOARD_DIR: join(DASH, "dist"), RUST_LOG: process.env.RUST_LOG ?? "info" };
-    const proc = spawn(BIN, ["serve", "--http", `127.0.0.1:${this.port}`, "--dir", this.dataDir, "--pluginsDir", this.pluginsDir], { env, stdio: ["ignore", "pipe", "pipe"] });
+    const env = { ...process.env, FERROBASE_DASHBOARD_DIR: this.distDir, RUST_LOG: process.env.RUST_LOG ?? "info" };
+    const proc = spawn(BIN, ["serve", "--http", `127.0.0.1:${this.port}`, "--dir", this.dataDir, "--pluginsDir", this.pluginsDir, "--config", this.configPath], { env, stdio: ["ignore", "pipe", "pipe"] });
     this.proc = proc;
+    live.add(proc);
+    proc.once("exit", () => live.delete(proc));
     proc.stdout.on("data", (d) => (this.stdout += d));
     proc.stderr.on("data", (d) => (this.stdout += d));
     const deadline = Date.now() + 20000;
@@ -114,7 +144,7 @@ class Harness {
   }
 
   _startProxy() {
-    const dist = join(DASH, "dist");
+    const dist = this.distDir;
     const types = { html: "text/html", js: "text/javascript", css: "text/css", svg: "image/svg+xml", png: "image/png", json: "application/json" };
     this.proxy = http.createServer((req, res) => {
       if (req.url.startsWith("/_/")) {
@@ -146,18 +176,13 @@ class Harness {
     copyFileSync(join(WASM_DIR, name), join(this.pluginsDir, as));
   }
 
-  /** Write pb.toml into the data dir's parent... left to tests that need it. */
-  writeFile(rel, text) {
-    writeFileSync(join(this.tmp, rel), text);
-  }
-
   /** A fresh browser page (own context, 1280x800), with console errors collected in page.errors. */
   async newPage() {
     const ctx = await this.browser.newContext({ viewport: { width: 1280, height: 800 }, bypassCSP: true });
     const page = await ctx.newPage();
     page.errors = [];
     page.on("pageerror", (e) => page.errors.push(String(e)));
-    page.setDefaultTimeout(10000);
+    page.setDefaultTimeout(15000);
     this.pages.push(page);
     return page;
   }

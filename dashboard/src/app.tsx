@@ -2,7 +2,10 @@ import { useEffect, useState } from "preact/hooks";
 import { pb } from "./pb";
 import { Toasts, DialogHost, Loading, navigate, useRoute, link } from "./ui";
 import { useSession, sessionExpired, startHealthWatch } from "./session";
+import { currentPath } from "./router";
 import { Logo } from "./Logo";
+import { useAppSettings } from "./appSettings";
+import { findCollection } from "./collectionsStore";
 import { Login } from "./pages/Login";
 import { Install } from "./pages/Install";
 import { CollectionsPage } from "./pages/Collections";
@@ -29,9 +32,10 @@ function Sidebar(props: { section: string }) {
     ["plugins", "Plugins", I.plugins],
   ];
   const email = (pb.authStore.record as any)?.email ?? "";
+  const { appName } = useAppSettings();
   return (
     <nav class="sidebar" aria-label="Main">
-      <a href={link("/collections")} class="sidebar-logo" aria-label="Ferrobase home"><Logo small /></a>
+      <a href={link("/collections")} class="sidebar-logo" aria-label={`${appName || "Ferrobase"} home`} title={appName || "Ferrobase"}><Logo small /></a>
       <ul>
         {items.map(([id, label, icon]) => (
           <li>
@@ -68,6 +72,13 @@ export function App() {
   const section = path[0] ?? "";
 
   useEffect(() => pb.authStore.onChange(() => force((n) => n + 1)), []);
+  const { appName } = useAppSettings();
+  // A title per screen (read by screen readers and shown in tabs and history).
+  useEffect(() => {
+    const names: Record<string, string> = { login: "Sign in", pbinstall: "Create superuser", logs: "Logs", settings: "Settings", plugins: "Plugins", collections: "Collections" };
+    const where = path[0] === "collections" && path[1] ? (path[1] === "new" ? "New collection" : findCollection(path[1])?.name ?? "Collections") : names[section] ?? "Collections";
+    document.title = `${where} · ${appName || "Ferrobase"}`;
+  }, [path.join("/"), appName]);
 
   // Session restore: refresh the stored token once on load.
   useEffect(() => {
@@ -93,7 +104,7 @@ export function App() {
   if (section === "pbinstall") page = <Install token={path[1] ?? ""} />;
   else if (!ready) page = <main class="auth-page"><Loading /></main>;
   else if (section === "login" || !authed) {
-    if (section !== "login") setTimeout(() => navigate("/login", true));
+    if (section !== "login") setTimeout(() => !(pb.authStore.isValid && pb.authStore.isSuperuser) && currentPath()[0] !== "login" && navigate("/login", true));
     page = <Login />;
   } else {
     let inner;
@@ -101,7 +112,7 @@ export function App() {
     else if (section === "settings") inner = <SettingsPage sub={path[1] ?? ""} />;
     else if (section === "plugins") inner = <PluginsPage />;
     else {
-      if (section !== "collections") setTimeout(() => navigate("/collections", true));
+      if (section !== "collections") setTimeout(() => currentPath()[0] === section && navigate("/collections", true));
       inner = <CollectionsPage path={path.slice(1)} />;
     }
     page = (

@@ -28,7 +28,11 @@ export function sessionExpired(msg = "Your session has expired or was rejected. 
   if (currentPath()[0] !== "login") navigate("/login");
 }
 
+// Noticing a server that went away without polling it (each poll would be a logged request):
+// a realtime connection is kept open, and only when it drops (or a call fails) is /api/health
+// polled until the server answers again. Without realtime, a slow poll is the fallback.
 let pollTimer: number | undefined;
+let fallbackPolling = false;
 function schedulePoll(ms: number) {
   clearTimeout(pollTimer);
   pollTimer = window.setTimeout(checkHealth, ms);
@@ -39,7 +43,8 @@ async function checkHealth() {
   } catch {
     /* handled in send */
   }
-  schedulePoll(state.online ? 5000 : 1500);
+  if (!state.online) schedulePoll(1500);
+  else if (fallbackPolling) schedulePoll(15000);
 }
 
 // Every SDK call goes through pb.send: watch its failures here.
@@ -63,7 +68,18 @@ pb.send = async function <T>(path: string, options: any): Promise<T> {
   }
 } as any;
 
-/** Start the background health check (so a server that goes away is noticed on idle pages). */
-export function startHealthWatch() {
-  schedulePoll(5000);
+/** Start watching the connection (so a server that goes away is noticed on idle pages). */
+let watching = false;
+export async function startHealthWatch() {
+  if (watching) return;
+  watching = true;
+  pb.realtime.onDisconnect = (active) => {
+    if (active.length) checkHealth();
+  };
+  try {
+    await pb.realtime.subscribe("_superusers/*", () => {});
+  } catch {
+    fallbackPolling = true;
+    schedulePoll(15000);
+  }
 }

@@ -1,5 +1,5 @@
 import type { CollectionModel } from "pocketbase";
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { pb } from "../pb";
 import {
   Modal, Tabs, TextField, TextAreaField, NumberField, CheckboxField, ListField, ErrorBox, Badge,
@@ -35,16 +35,35 @@ export function CollectionEditor(props: { collection?: CollectionModel; onClose:
   const isNew = !props.collection;
   const [c, setC] = useState<C>(() => (props.collection ? structuredClone(props.collection) : blankCollection("base")));
   const [tab, setTab] = useState("fields");
+  const [lastRule, setLastRule] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const [errs, setErrs] = useState<Record<string, string>>({});
   const [scaffolds, setScaffolds] = useState<Record<string, C> | null>(null);
   const nameId = useId("cname");
 
+  const [version, setVersion] = useState(0);
+  // What closing compares against: the definition as loaded (or the blank new one).
+  const initial = useRef<string>(JSON.stringify(c));
+  async function close() {
+    const dirty = initial.current !== JSON.stringify(c);
+    if (dirty && !(await confirmDialog({ title: "Discard your changes?", message: "The collection has unsaved changes.", confirmText: "Discard", danger: true }))) return;
+    props.onClose();
+  }
+  useEffect(() => {
+    // Edit the server's current definition, not a possibly stale copy from the list.
+    if (isNew) return;
+    pb.collections.getOne(props.collection!.id, { requestKey: null }).then((fresh) => {
+      initial.current = JSON.stringify(fresh);
+      setC(structuredClone(fresh));
+      setVersion((v) => v + 1);
+    }).catch(() => {});
+  }, []);
   useEffect(() => {
     if (!isNew) return;
     pb.collections.getScaffolds().then((s: any) => {
       setScaffolds(s);
+      initial.current = JSON.stringify(applyScaffold(s, "base"));
       setC((cur) => ({ ...applyScaffold(s, cur.type), name: cur.name }));
     }).catch(() => {});
   }, []);
@@ -59,6 +78,12 @@ export function CollectionEditor(props: { collection?: CollectionModel; onClose:
     copy.name = "";
     if (type === "view") copy.viewQuery = "";
     for (const f of copy.fields ?? []) delete f.id;
+    // Like PocketBase's new-collection form: created/updated timestamps unless the scaffold has them.
+    if (type !== "view") {
+      copy.fields ??= [];
+      if (!copy.fields.some((f: any) => f.name === "created")) copy.fields.push({ name: "created", type: "autodate", onCreate: true, onUpdate: false, hidden: false, system: false });
+      if (!copy.fields.some((f: any) => f.name === "updated")) copy.fields.push({ name: "updated", type: "autodate", onCreate: true, onUpdate: true, hidden: false, system: false });
+    }
     return copy;
   }
 
@@ -131,7 +156,7 @@ export function CollectionEditor(props: { collection?: CollectionModel; onClose:
   const activeTab = tabs.some((t) => t.id === tab) ? tab : tabs[0].id;
 
   return (
-    <Modal wide title={isNew ? "New collection" : <>Edit collection <span class="muted">{props.collection!.name}</span></>} onClose={props.onClose}
+    <Modal wide title={isNew ? "New collection" : <>Edit collection <span class="muted">{props.collection!.name}</span></>} onClose={close}
       footer={<>
         {!isNew && !props.collection!.system && (
           <>
@@ -140,10 +165,10 @@ export function CollectionEditor(props: { collection?: CollectionModel; onClose:
           </>
         )}
         <span class="spacer" />
-        <button type="button" class="btn btn-ghost" onClick={props.onClose}>Cancel</button>
+        <button type="button" class="btn btn-ghost" onClick={close}>Cancel</button>
         <button type="submit" form="collection-form" class="btn btn-primary" disabled={busy} data-testid="save-collection">{busy ? "Saving…" : isNew ? "Create" : "Save changes"}</button>
       </>}>
-      <form id="collection-form" onSubmit={save} data-testid="collection-editor">
+      <form id="collection-form" noValidate onSubmit={save} data-testid="collection-editor" key={version} data-version={version}>
         <ErrorBox error={error} />
         <div class="row" style="align-items:flex-start;gap:16px">
           <TextField id={nameId} class="spacer" label="Name" name="name" value={c.name} onChange={(v) => set({ name: v })} error={errs.name} required autofocus placeholder="e.g. posts"
@@ -173,11 +198,15 @@ export function CollectionEditor(props: { collection?: CollectionModel; onClose:
         {activeTab === "rules" && (
           <div>
             <p class="muted small" style="margin-top:0">Rules are filters in PocketBase's syntax, e.g. <code>@request.auth.id != ""</code>. <strong>Locked</strong> means superusers only; an <strong>empty</strong> rule means everyone, guests included.</p>
-            {RULES.filter(([k]) => c.type !== "view" || k === "listRule" || k === "viewRule").map(([k, label, hint]) => (
-              <RuleEditor key={k} name={k} label={label} hint={hint} value={c[k]} onChange={(v) => set({ [k]: v })} error={errs[k]} />
-            ))}
-            {c.type === "auth" && AUTH_RULES.map(([k, label, hint]) => (
-              <RuleEditor key={k} name={k} label={label} hint={hint} value={c[k]} onChange={(v) => set({ [k]: v })} error={errs[k]} />
+            <div class="rule-insert" aria-label="Insert into the rule being edited" role="group">
+              <span class="muted small">Insert{lastRule ? "" : " (click into a rule first)"}:</span>
+              {[...fields.filter((f) => !f.hidden || f.name === "id").map((f) => f.name), "@request.auth.id", "@request.body.", "@request.query.", "@collection.", "@now"].map((t) => (
+                <button type="button" class="chip chip-btn" disabled={!lastRule} onMouseDown={(e) => e.preventDefault()}
+                  onClick={() => lastRule && set({ [lastRule]: `${c[lastRule] ?? ""}${c[lastRule] && !/\s$/.test(c[lastRule]) ? " " : ""}${t}` })}>{t}</button>
+              ))}
+            </div>
+            {[...RULES.filter(([k]) => c.type !== "view" || k === "listRule" || k === "viewRule"), ...(c.type === "auth" ? AUTH_RULES : [])].map(([k, label, hint]) => (
+              <RuleEditor key={k} name={k} label={label} hint={hint} value={c[k]} onChange={(v) => set({ [k]: v })} error={errs[k]} onFocus={() => setLastRule(k)} />
             ))}
           </div>
         )}
@@ -188,7 +217,7 @@ export function CollectionEditor(props: { collection?: CollectionModel; onClose:
   );
 }
 
-function RuleEditor(p: { name: string; label: string; hint: string; value: string | null; onChange: (v: string | null) => void; error?: string }) {
+function RuleEditor(p: { name: string; label: string; hint: string; value: string | null; onChange: (v: string | null) => void; error?: string; onFocus?: () => void }) {
   const locked = p.value === null;
   const id = useId("rule");
   return (
@@ -200,7 +229,7 @@ function RuleEditor(p: { name: string; label: string; hint: string; value: strin
       {locked ? (
         <div class="rule-locked" id={id} tabIndex={-1}>Only superusers can do this. Unlock to set a rule (an empty rule lets everyone in).</div>
       ) : (
-        <textarea id={id} name={p.name} class="input" rows={2} value={p.value ?? ""} placeholder="Empty: everyone, guests included"
+        <textarea id={id} name={p.name} class="input" rows={2} onFocus={p.onFocus} value={p.value ?? ""} placeholder="Empty: everyone, guests included"
           aria-invalid={p.error ? "true" : undefined} aria-describedby={`${id}-msg`}
           onInput={(e) => p.onChange((e.target as HTMLTextAreaElement).value)} />
       )}
@@ -213,6 +242,11 @@ function RuleEditor(p: { name: string; label: string; hint: string; value: strin
 function FieldsEditor(p: { fields: AnyField[]; setFields: (f: AnyField[]) => void; errs: Record<string, string> }) {
   const [open, setOpen] = useState<number | null>(null);
   const [addType, setAddType] = useState("text");
+  // After a failed save, open the first field the server complained about.
+  useEffect(() => {
+    const idx = Object.keys(p.errs).map((k) => parseInt(k, 10)).filter((n) => !isNaN(n)).sort((a, b) => a - b)[0];
+    if (idx !== undefined) setOpen(idx);
+  }, [JSON.stringify(p.errs)]);
   const addId = useId("addtype");
   const update = (i: number, patch: Partial<AnyField>) => p.setFields(p.fields.map((f, j) => (j === i ? { ...f, ...patch } : f)));
   const move = (i: number, d: number) => {
@@ -229,10 +263,10 @@ function FieldsEditor(p: { fields: AnyField[]; setFields: (f: AnyField[]) => voi
         {p.fields.map((f, i) => {
           const fe = scopedErrors(p.errs, String(i));
           const hasErr = Object.keys(fe).length > 0;
-          const isOpen = open === i || (hasErr && open === null);
+          const isOpen = open === i;
           const label = `Field ${i + 1} name`;
           return (
-            <div class={`fcard ${isOpen ? "open" : ""}`} data-testid="field-card" data-field-type={f.type}>
+            <div class={`fcard ${isOpen ? "open" : ""} ${hasErr ? "fcard-error" : ""}`} data-testid="field-card" data-field-type={f.type}>
               <div class="fcard-head">
                 <span class="fcard-type">{f.type}</span>
                 <label class="sr-only" for={`fname-${i}`}>{label}</label>
@@ -250,6 +284,7 @@ function FieldsEditor(p: { fields: AnyField[]; setFields: (f: AnyField[]) => voi
               {isOpen && (
                 <div class="fcard-body">
                   <FieldOptions f={f} set={(patch) => update(i, patch)} err={(k) => fe[k]} />
+                  {f.type !== "autodate" && <TextField label="Help text" value={f.help ?? ""} onChange={(v) => update(i, { help: v })} error={fe.help} hint="Shown under the field in the record form." />}
                   <div class="row" style="gap:20px;flex-wrap:wrap">
                     {f.type !== "autodate" && <CheckboxField label="Required" checked={!!f.required} onChange={(v) => update(i, { required: v })} error={fe.required} />}
                     <CheckboxField label="Hidden (not in API responses)" checked={!!f.hidden} onChange={(v) => update(i, { hidden: v })} error={fe.hidden} />
@@ -330,6 +365,14 @@ function IndexesEditor(p: { c: C; set: (patch: C) => void; errs: Record<string, 
   );
 }
 
+const TEMPLATES: Array<[string, string]> = [
+  ["verificationTemplate", "Verification"],
+  ["resetPasswordTemplate", "Password reset"],
+  ["confirmEmailChangeTemplate", "Email change"],
+  ["otp.emailTemplate", "One-time password"],
+  ["authAlert.emailTemplate", "Sign-in alert"],
+];
+
 function AuthOptions(p: { c: C; set: (patch: C) => void; errs: Record<string, string> }) {
   const c = p.c;
   const sub = (k: string, patch: C) => p.set({ [k]: { ...(c[k] ?? {}), ...patch } });
@@ -378,6 +421,26 @@ function AuthOptions(p: { c: C; set: (patch: C) => void; errs: Record<string, st
               setOauthErr(`Invalid JSON: ${x.message}`);
             }
           }} />
+      </div>
+      <div class="card">
+        <h2>Sign-in alerts</h2>
+        <CheckboxField switch label="Email the user when they sign in from a new place" checked={!!c.authAlert?.enabled} onChange={(v) => sub("authAlert", { enabled: v })} />
+      </div>
+      <div class="card">
+        <h2>Mail templates</h2>
+        <p class="muted small" style="margin-top:0">Placeholders: <code>{"{APP_NAME}"}</code> <code>{"{APP_URL}"}</code> <code>{"{TOKEN}"}</code> <code>{"{OTP}"}</code> <code>{"{RECORD:email}"}</code> …</p>
+        {TEMPLATES.map(([k, label]) => {
+          const get = () => (k.includes(".") ? c[k.split(".")[0]]?.emailTemplate : c[k]) ?? {};
+          const put = (patch: C) => k.includes(".") ? sub(k.split(".")[0], { emailTemplate: { ...get(), ...patch } }) : p.set({ [k]: { ...get(), ...patch } });
+          const ek = k.includes(".") ? `${k.split(".")[0]}.emailTemplate` : k;
+          return (
+            <details class="tpl">
+              <summary>{label}</summary>
+              <TextField label="Subject" value={get().subject} onChange={(v) => put({ subject: v })} error={e[`${ek}.subject`]} />
+              <TextAreaField label="Body (HTML)" mono rows={6} value={get().body} onChange={(v) => put({ body: v })} error={e[`${ek}.body`]} />
+            </details>
+          );
+        })}
       </div>
       <div class="card">
         <h2>Token durations</h2>

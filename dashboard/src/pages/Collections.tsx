@@ -2,8 +2,10 @@ import type { CollectionModel } from "pocketbase";
 import { useState } from "preact/hooks";
 import { Loading, EmptyState, link, navigate } from "../ui";
 import { useCollections } from "../collectionsStore";
+import { currentPath } from "../router";
 import { RecordsView } from "../records/RecordsView";
 import { CollectionEditor } from "./CollectionEditor";
+import { useAppSettings } from "../appSettings";
 
 /** Open the collection editor for `c` (used by the records view's "edit collection" button). */
 export function openCollectionEditor(c: CollectionModel | { id: string }) {
@@ -19,6 +21,7 @@ function CollectionsNav(props: { active?: string }) {
   const { collections, loaded } = useCollections();
   const [q, setQ] = useState("");
   const [showSystem, setShowSystem] = useState(false);
+  const { hideControls } = useAppSettings();
   const match = (c: CollectionModel) => c.name.toLowerCase().includes(q.trim().toLowerCase());
   const user = collections.filter((c) => !c.system && match(c));
   const system = collections.filter((c) => c.system && match(c));
@@ -49,7 +52,7 @@ function CollectionsNav(props: { active?: string }) {
         </ul>
       )}
       <div class="subnav-foot">
-        <a class="btn btn-primary btn-block" href={link("/collections/new")} data-testid="new-collection">+ New collection</a>
+        {!hideControls && <a class="btn btn-primary btn-block" href={link("/collections/new")} data-testid="new-collection">+ New collection</a>}
         <div class="row">
           <a class="btn btn-sm btn-ghost" style="flex:1" href={link("/settings/import")}>Import</a>
           <a class="btn btn-sm btn-ghost" style="flex:1" href={link("/settings/export")}>Export</a>
@@ -65,12 +68,17 @@ export function CollectionsPage(props: { path: string[] }) {
   const isNew = idOrName === "new";
   const current = !isNew && idOrName ? collections.find((c) => c.id === idOrName || c.name === idOrName) : undefined;
   const first = collections.find((c) => !c.system);
-  if (loaded && !idOrName && first) setTimeout(() => navigate(`/collections/${encodeURIComponent(first.id)}`, true));
+  if (loaded && !idOrName && first)
+    setTimeout(() => {
+      // only if still on the bare list (the user may have gone on meanwhile)
+      if (currentPath().join("/") === "collections") navigate(`/collections/${encodeURIComponent(first.id)}`, true);
+    });
 
   let body;
   if (!loaded) body = <Loading />;
   else if (current) body = <RecordsView key={current.id} collection={current} />;
   else if (idOrName && !isNew) body = <EmptyState title="Collection not found">It may have been deleted or renamed.</EmptyState>;
+  else if (isNew && first) body = null;
   else body = (
     <EmptyState title="Create your first collection" action={<a class="btn btn-primary" href={link("/collections/new")}>+ New collection</a>}>
       Collections hold your records. Start with a base collection, an auth collection for users, or a view over a SQL query.

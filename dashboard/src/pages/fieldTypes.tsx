@@ -38,7 +38,10 @@ export function newField(type: string, existing: AnyField[]): AnyField {
 export function FieldOptions(p: { f: AnyField; set: (patch: Partial<AnyField>) => void; err: (k: string) => string | undefined }) {
   const { f, set, err } = p;
   const { collections } = useCollections();
-  const num = (k: string, label: string, hint?: string) => <NumberField label={label} value={f[k]} onChange={(v) => set({ [k]: v ?? 0 })} error={err(k)} hint={hint} />;
+  // number's min/max are null when unset; other numeric options are 0
+  const num = (k: string, label: string, hint?: string, nullable = false) => (
+    <NumberField label={label} value={f[k]} onChange={(v) => set({ [k]: v ?? (nullable ? null : 0) })} error={err(k)} hint={hint} />
+  );
   const txt = (k: string, label: string, hint?: string, mono = true) => <TextField label={label} value={f[k] ?? ""} onChange={(v) => set({ [k]: v })} error={err(k)} hint={hint} mono={mono} />;
   const list = (k: string, label: string, hint?: string) => <ListField label={label} value={f[k]} onChange={(v) => set({ [k]: v })} error={err(k)} hint={hint} />;
   const chk = (k: string, label: string, hint?: string) => <CheckboxField label={label} checked={!!f[k]} onChange={(v) => set({ [k]: v })} error={err(k)} hint={hint} />;
@@ -57,7 +60,7 @@ export function FieldOptions(p: { f: AnyField; set: (patch: Partial<AnyField>) =
       return <div class="grid-2">{num("maxSize", "Max size (bytes)")}<div style="padding-top:26px">{chk("convertURLs", "Convert URLs to relative")}</div></div>;
     case "number":
       return <>
-        <div class="grid-2">{num("min", "Min")}{num("max", "Max")}</div>
+        <div class="grid-2">{num("min", "Min", "Empty = no minimum", true)}{num("max", "Max", "Empty = no maximum", true)}</div>
         {chk("onlyInt", "Integers only (no decimals)")}
       </>;
     case "email":

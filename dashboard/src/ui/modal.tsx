@@ -2,6 +2,7 @@ import { ComponentChildren } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 
 let modalSeq = 0;
+const stack: number[] = [];
 
 /** A dialog with a title, focus kept inside, Escape closes. `wide` for big editors; `drawer` slides from the right. */
 export function Modal(props: {
@@ -14,27 +15,34 @@ export function Modal(props: {
   class?: string;
 }) {
   const ref = useRef<HTMLDivElement>(null);
-  const [titleId] = useState(() => `modal-title-${++modalSeq}`);
+  const onClose = useRef(props.onClose);
+  onClose.current = props.onClose; // the key handler is bound once: always call the latest
+  const [seq] = useState(() => ++modalSeq);
+  const titleId = `modal-title-${seq}`;
   useEffect(() => {
+    stack.push(seq);
     const prev = document.activeElement as HTMLElement | null;
     const el = ref.current!;
     const first = el.querySelector<HTMLElement>("[autofocus], input, select, textarea, button:not(.modal-close)");
     (first ?? el).focus();
     const onKey = (e: KeyboardEvent) => {
+      if (stack[stack.length - 1] !== seq) return;
       if (e.key === "Escape") {
         e.stopPropagation();
-        props.onClose();
+        onClose.current();
       } else if (e.key === "Tab") {
         const f = Array.from(el.querySelectorAll<HTMLElement>("a[href], button:not([disabled]), input:not([disabled]), select, textarea, [tabindex]:not([tabindex='-1'])")).filter((x) => x.offsetParent !== null);
         if (!f.length) return;
+        if (!el.contains(document.activeElement)) { e.preventDefault(); f[0].focus(); return; }
         const a = f[0], b = f[f.length - 1];
         if (e.shiftKey && document.activeElement === a) { e.preventDefault(); b.focus(); }
         else if (!e.shiftKey && document.activeElement === b) { e.preventDefault(); a.focus(); }
       }
     };
-    el.addEventListener("keydown", onKey);
+    document.addEventListener("keydown", onKey);
     return () => {
-      el.removeEventListener("keydown", onKey);
+      document.removeEventListener("keydown", onKey);
+      stack.splice(stack.indexOf(seq), 1);
       prev?.focus?.();
     };
   }, []);

@@ -11,7 +11,7 @@ const emit = () => subs.forEach((f) => f(toasts));
 /** Show a short message in the corner (announced by screen readers). */
 export function toast(text: string, kind: ToastKind = "success", ms = 4000) {
   const t = { id: ++seq, text, kind };
-  toasts = [...toasts, t];
+  toasts = [...toasts, t].slice(-3);
   emit();
   setTimeout(() => dismissToast(t.id), kind === "error" ? ms * 2 : ms);
 }

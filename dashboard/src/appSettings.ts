@@ -1,0 +1,37 @@
+// The few application settings the shell uses (app name, hideControls), loaded after sign-in.
+import { useEffect, useState } from "preact/hooks";
+import { pb } from "./pb";
+
+type Meta = { appName: string; hideControls: boolean };
+let meta: Meta = { appName: "", hideControls: false };
+let loaded = false;
+let pending: Promise<void> | null = null;
+const subs = new Set<(m: Meta) => void>();
+
+/** Re-read the settings (call after saving them). */
+export function reloadAppSettings(): Promise<void> {
+  pending ??= load().finally(() => (pending = null));
+  return pending;
+}
+
+async function load() {
+  try {
+    const s: any = await pb.settings.getAll({ requestKey: null });
+    meta = { appName: s?.meta?.appName ?? "", hideControls: !!s?.meta?.hideControls };
+    loaded = true;
+    subs.forEach((f) => f(meta));
+  } catch {
+    /* not signed in or offline: keep the last values */
+  }
+}
+
+/** { appName, hideControls } of the server's settings. */
+export function useAppSettings(): Meta {
+  const [m, setM] = useState(meta);
+  useEffect(() => {
+    subs.add(setM);
+    if (!loaded) reloadAppSettings();
+    return () => void subs.delete(setM);
+  }, []);
+  return m;
+}
