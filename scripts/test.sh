@@ -130,7 +130,7 @@ if [ ! -x /usr/bin/chromium ]; then
       apt-get install -y -qq --no-install-recommends chromium; } \
     || apt_failed "install chromium"
 fi
-(cd dashboard && FERROBASE_BIN="$BIN" CHROMIUM_BIN=/usr/bin/chromium \
+(cd dashboard && FERROBASE_BIN="$BIN" CHROMIUM_BIN=/usr/bin/chromium E2E_EMBEDDED=1 \
   FERROBASE_PLUGIN_WASM_DIR="$ROOT/plugins/target/wasm32-wasip2/release" \
   E2E_OUT="$ROOT/target/dashboard-e2e" \
   node --test --test-concurrency=1 --test-timeout=180000 e2e/)

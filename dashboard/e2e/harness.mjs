@@ -115,7 +115,11 @@ class Harness {
   /** Start (or restart) the ferrobase process on the same port and data dir. */
   async startServer() {
     this.stdout = "";
-    const env = { ...process.env, FERROBASE_DASHBOARD_DIR: this.distDir, RUST_LOG: process.env.RUST_LOG ?? "info" };
+    // E2E_EMBEDDED=1 (the test command sets it) tests the dashboard built into the binary;
+    // otherwise a snapshot of dist/ is served, so a rebuild during a run changes nothing.
+    const env = { ...process.env, RUST_LOG: process.env.RUST_LOG ?? "info" };
+    delete env.FERROBASE_DASHBOARD_DIR;
+    if (process.env.E2E_EMBEDDED !== "1") env.FERROBASE_DASHBOARD_DIR = this.distDir;
     const proc = spawn(BIN, ["serve", "--http", `127.0.0.1:${this.port}`, "--dir", this.dataDir, "--pluginsDir", this.pluginsDir, "--config", this.configPath], { env, stdio: ["ignore", "pipe", "pipe"] });
     this.proc = proc;
     live.add(proc);

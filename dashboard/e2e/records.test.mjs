@@ -257,8 +257,8 @@ test("records: table, form, filter, sort, delete, realtime, safe rendering", asy
     await row("Bravo").locator(".rec-open").focus();
     await page.keyboard.press("Enter");
     await dialog().waitFor();
-    // focus moved into the form
-    assert.equal(await page.evaluate(() => !!document.activeElement?.closest('[role="dialog"]')), true);
+    // focus moves into the form (once the record it reloads has arrived)
+    await page.waitForFunction(() => !!document.activeElement?.closest('[role="dialog"]'), null, { timeout: 10000 });
     await fieldBox("title").locator("input").fill("Bravo edited");
     await page.click(T("record-save"));
     await dialog().waitFor({ state: "detached" });
