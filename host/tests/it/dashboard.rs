@@ -340,9 +340,10 @@ fn first_run(bin: &str) -> Vec<Value> {
 #[test]
 fn the_first_run_link_makes_the_first_superuser_as_pocketbase_does() {
     let ours = first_run(&ferrobase_bin());
-    // The lifetime is 30 minutes, give or take the second the steps took.
+    // The lifetime is 30 minutes, less the time between start-up and the check (a minute at
+    // most, even on a loaded machine).
     let lifetime = ours[1]["lifetime"].as_i64().unwrap_or(0);
-    assert!((1795..=1800).contains(&lifetime), "{ours:?}");
+    assert!((1740..=1800).contains(&lifetime), "{ours:?}");
     assert_eq!(
         ours[2]["emails"],
         json!(["__pbinstaller@example.com"]),
