@@ -44,7 +44,11 @@ async function checkHealth() {
     /* handled in send */
   }
   if (!state.online) schedulePoll(1500);
-  else if (fallbackPolling) schedulePoll(15000);
+  else if (fallbackPolling) {
+    // Back (or never gone): try the realtime watch again, at most every 15 s.
+    if (Date.now() - lastWatchTry >= 15000) void watchRealtime();
+    else schedulePoll(15000);
+  }
 }
 
 // Every SDK call goes through pb.send: watch its failures here.
@@ -76,10 +80,19 @@ export async function startHealthWatch() {
   pb.realtime.onDisconnect = (active) => {
     if (active.length) checkHealth();
   };
+  await watchRealtime();
+}
+
+// A connection that never opened gives no disconnect: the server may have gone away before
+// it did, so its health is asked about soon (and then slowly while realtime stays out of reach).
+let lastWatchTry = 0;
+async function watchRealtime() {
+  lastWatchTry = Date.now();
   try {
     await pb.realtime.subscribe("_superusers/*", () => {});
+    fallbackPolling = false;
   } catch {
     fallbackPolling = true;
-    schedulePoll(15000);
+    schedulePoll(1000);
   }
 }
