@@ -38,6 +38,8 @@ export function useAppSettings(): Meta {
   const [m, setM] = useState(meta);
   useEffect(() => {
     subs.add(setM);
+    // A read that answered between this render and this effect notified no one: catch up.
+    setM(meta);
     if (!loaded) void loadOnce();
     return () => void subs.delete(setM);
   }, []);
