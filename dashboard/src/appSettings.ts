@@ -1,5 +1,6 @@
 // The few application settings the shell uses (app name, hideControls), loaded after sign-in.
-import { useEffect, useState } from "preact/hooks";
+import { useEffect } from "preact/hooks";
+import { useLive } from "./live";
 import { pb } from "./pb";
 
 type Meta = { appName: string; hideControls: boolean };
@@ -35,13 +36,9 @@ async function load(n: number) {
 
 /** { appName, hideControls } of the server's settings. */
 export function useAppSettings(): Meta {
-  const [m, setM] = useState(meta);
+  const m = useLive(subs, () => meta);
   useEffect(() => {
-    subs.add(setM);
-    // A read that answered between this render and this effect notified no one: catch up.
-    setM(meta);
     if (!loaded) void loadOnce();
-    return () => void subs.delete(setM);
   }, []);
   return m;
 }

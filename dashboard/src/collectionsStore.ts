@@ -1,6 +1,7 @@
 // The list of collections, shared by the sidebar, the editor and the records views.
 import type { CollectionModel } from "pocketbase";
-import { useEffect, useState } from "preact/hooks";
+import { useEffect } from "preact/hooks";
+import { useLive } from "./live";
 import { pb } from "./pb";
 
 let list: CollectionModel[] = [];
@@ -25,11 +26,9 @@ export function reloadCollections(): Promise<CollectionModel[]> {
 
 /** All collections (sorted by name) and whether the first load finished. */
 export function useCollections(): { collections: CollectionModel[]; loaded: boolean } {
-  const [l, setL] = useState(list);
+  const l = useLive(subs, () => list);
   useEffect(() => {
-    subs.add(setL);
     if (!loaded && !loading) reloadCollections().catch(() => {});
-    return () => void subs.delete(setL);
   }, []);
   return { collections: l, loaded };
 }

@@ -1,5 +1,5 @@
 // Hash router: "#/collections/abc/edit" -> ["collections","abc","edit"].
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 
 export function currentPath(): string[] {
   const h = location.hash.replace(/^#\/?/, "");
@@ -11,9 +11,14 @@ export function currentPath(): string[] {
 export function useRoute(): { path: string[]; query: URLSearchParams } {
   const read = () => ({ path: currentPath(), query: new URLSearchParams(location.hash.split("?")[1] ?? "") });
   const [r, setR] = useState(read);
+  const seen = useRef(location.hash);
   useEffect(() => {
-    const on = () => setR(read());
+    const on = () => {
+      seen.current = location.hash;
+      setR(read());
+    };
     window.addEventListener("hashchange", on);
+    if (location.hash !== seen.current) on(); // changed between the render and this effect
     return () => window.removeEventListener("hashchange", on);
   }, []);
   return r;

@@ -1,6 +1,6 @@
 // Session and connectivity state shared by the shell: 401 -> back to sign-in, network errors -> offline banner.
 import { ClientResponseError } from "pocketbase";
-import { useEffect, useState } from "preact/hooks";
+import { useLive } from "./live";
 import { pb } from "./pb";
 import { navigate, currentPath } from "./router";
 
@@ -12,12 +12,7 @@ function set(p: Partial<State>) {
   subs.forEach((f) => f(state));
 }
 export function useSession(): State {
-  const [s, setS] = useState(state);
-  useEffect(() => {
-    subs.add(setS);
-    return () => void subs.delete(setS);
-  }, []);
-  return s;
+  return useLive(subs, () => state);
 }
 export const setLoginMessage = (m: string | null) => set({ loginMessage: m });
 

@@ -1,5 +1,6 @@
 import { ComponentChildren } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
+import { useLive } from "../live";
 
 let modalSeq = 0;
 const stack: number[] = [];
@@ -76,16 +77,12 @@ export function confirmDialog(opts: ConfirmOpts): Promise<boolean> {
 
 /** Render once in the shell. */
 export function DialogHost() {
-  const [p, setP] = useState<Pending | null>(pending);
+  const p = useLive(subs, () => pending);
   const [typed, setTyped] = useState("");
-  useEffect(() => {
-    subs.add(setP);
-    return () => void subs.delete(setP);
-  }, []);
   if (!p) return null;
   const close = (ok: boolean) => {
     pending = null;
-    setP(null);
+    subs.forEach((f) => f(null));
     setTyped("");
     p.resolve(ok);
   };

@@ -1,4 +1,4 @@
-import { useEffect, useState } from "preact/hooks";
+import { useLive } from "../live";
 
 export type ToastKind = "success" | "error" | "info";
 type Toast = { id: number; text: string; kind: ToastKind };
@@ -23,11 +23,7 @@ export function dismissToast(id: number) {
 
 /** Render once in the shell. */
 export function Toasts() {
-  const [list, setList] = useState(toasts);
-  useEffect(() => {
-    subs.add(setList);
-    return () => void subs.delete(setList);
-  }, []);
+  const list = useLive(subs, () => toasts);
   return (
     <div class="toasts" aria-live="polite" role="status">
       {list.map((t) => (
