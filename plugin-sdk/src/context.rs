@@ -1,6 +1,7 @@
 //! The call context the host lends to hooks, routes and jobs.
 
 use crate::bindings::ferrobase::plugin::context::CallContext;
+pub use crate::bindings::ferrobase::plugin::context::Upload;
 use crate::record::Principal;
 
 /// Facts about the current call. Each method asks the host, so nothing is copied unless asked.
@@ -46,6 +47,14 @@ impl<'a> Context<'a> {
     /// Milliseconds left before the host stops this call.
     pub fn remaining_ms(&self) -> u32 {
         self.raw.remaining_ms()
+    }
+
+    /// In a before-create or before-update hook, the files the write is about to attach, each
+    /// with its field, stored name (the one in the pending record), the client's name, its size
+    /// and its detected content type, so a hook can refuse a file. Empty elsewhere (contract
+    /// 0.1.3: a plugin that calls it needs a host that links 0.1.3).
+    pub fn uploads(&self) -> Vec<Upload> {
+        self.raw.uploads()
     }
 
     /// The generated resource, for anything the wrapper does not cover.

@@ -59,7 +59,7 @@ mod manifest;
 mod record;
 mod route;
 
-pub use context::Context;
+pub use context::{Context, Upload};
 pub use manifest::{Event, Manifest};
 pub use record::{
     Action, AuthAttempt, Change, OutOfRange, Principal, Record, Rejection, Value, Verdict,
@@ -97,7 +97,7 @@ pub mod prelude {
     pub use crate::db::DbError;
     pub use crate::{
         Action, AuthAttempt, Change, Context, Event, Manifest, Plugin, Principal, Record,
-        Rejection, Request, Response, Value, Verdict, config, db, http, json, kv, log,
+        Rejection, Request, Response, Upload, Value, Verdict, config, db, http, json, kv, log,
     };
 }
 

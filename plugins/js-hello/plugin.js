@@ -1,7 +1,7 @@
 // js-hello: a Ferrobase example plugin written in JavaScript.
 //
 // Built into a wasm component by componentize-js (see build.mjs) against
-// world `ferrobase:plugin/plugin@0.1.2` in plugin-sdk/wit/plugin.wit.
+// world `ferrobase:plugin/plugin@0.1.3` in plugin-sdk/wit/plugin.wit.
 //
 // How componentize-js maps the WIT to JS (checked against the bindings it
 // generates, see README.md):
@@ -18,8 +18,8 @@
 //   - imported functions returning `result` return the ok value and throw
 //     the err value wrapped in an Error whose `payload` is the err value.
 
-import { findRecords } from 'ferrobase:plugin/db@0.1.2';
-import { write as logWrite } from 'ferrobase:plugin/log@0.1.2';
+import { findRecords } from 'ferrobase:plugin/db@0.1.3';
+import { write as logWrite } from 'ferrobase:plugin/log@0.1.3';
 
 const NAME = 'js-hello';
 const VERSION = '1.0.0';

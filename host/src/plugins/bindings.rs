@@ -1,5 +1,5 @@
-//! The host side of `plugin-sdk/wit` (package `ferrobase:plugin@0.1.2`; components built against
-//! 0.1.0 and 0.1.1 link to it), generated at build time: the world `plugin`, and in `auth` the
+//! The host side of `plugin-sdk/wit` (package `ferrobase:plugin@0.1.3`; components built against
+//! 0.1.0, 0.1.1 and 0.1.2 link to it), generated at build time: the world `plugin`, and in `auth` the
 //! world `plugin-auth`, of which the host uses only its one addition, the auth hook.
 
 wasmtime::component::bindgen!({

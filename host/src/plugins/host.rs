@@ -253,6 +253,8 @@ impl HostState {
     fn nested_facts(&self) -> CallFacts {
         let mut f = (*self.facts).clone();
         f.depth = f.depth.saturating_add(1);
+        // A nested write has its own uploads (none: plugins write no files).
+        f.uploads = Vec::new();
         f
     }
 }
@@ -364,6 +366,22 @@ impl context::HostCallContext for HostState {
             u32::try_from(d.saturating_duration_since(Instant::now()).as_millis())
                 .unwrap_or(u32::MAX),
         )
+    }
+    async fn uploads(&mut self, c: Resource<CallCtx>) -> wasmtime::Result<Vec<context::Upload>> {
+        Ok(self
+            .table
+            .get(&c)?
+            .facts
+            .uploads
+            .iter()
+            .map(|u| context::Upload {
+                field: u.field.clone(),
+                name: u.name.clone(),
+                original_name: u.original.clone(),
+                size: u.size,
+                content_type: u.content_type.clone(),
+            })
+            .collect())
     }
     async fn drop(&mut self, _c: Resource<CallCtx>) -> wasmtime::Result<()> {
         // The host owns every context; the guest only ever borrows one.

@@ -1,4 +1,4 @@
-//! Plugins: wasm components (WIT package `ferrobase:plugin@0.1.2`, `plugin-sdk/wit/`) that add
+//! Plugins: wasm components (WIT package `ferrobase:plugin@0.1.3`, `plugin-sdk/wit/`) that add
 //! record hooks, routes and cron jobs. The only module that names wasmtime.
 //!
 //! - `engine`: one engine (Cranelift, pooling allocator, epoch interruption), compiled
@@ -72,6 +72,21 @@ pub(crate) struct CallFacts {
     pub caller: Option<Arc<dyn Any + Send + Sync>>,
     /// How many plugin calls this one is nested in (a hook run by a plugin's own write).
     pub depth: u8,
+    /// The files a before-hook's write is about to attach (empty for every other call).
+    pub uploads: Vec<PendingUpload>,
+}
+
+/// A file a record write is about to attach, as before-hooks see it.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct PendingUpload {
+    pub field: String,
+    /// The name it will be stored under.
+    pub name: String,
+    /// The client's name for it.
+    pub original: String,
+    pub size: u64,
+    /// Its detected content type.
+    pub content_type: String,
 }
 
 /// Why a record service refused.

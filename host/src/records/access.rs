@@ -244,6 +244,7 @@ impl<'a> Access<'a> {
                 .who
                 .map(|w| Arc::new(w.clone()) as Arc<dyn std::any::Any + Send + Sync>),
             depth: self.depth,
+            uploads: Vec::new(),
         }
     }
 }

@@ -33,7 +33,13 @@ pub(super) fn multipart(values: &[(&str, &str)], files: &[(&str, &str, &[u8])]) 
     b
 }
 
-fn send(s: &Server, method: &str, path: &str, su: &str, body: Vec<u8>) -> crate::common::Resp {
+pub(super) fn send(
+    s: &Server,
+    method: &str,
+    path: &str,
+    su: &str,
+    body: Vec<u8>,
+) -> crate::common::Resp {
     let ct = format!("multipart/form-data; boundary={BOUNDARY}");
     s.raw(method, path, Some(su), Some((&ct, &body)))
 }
@@ -627,7 +633,7 @@ fn batch_uploads_and_protected_files(s3: bool) {
 }
 
 /// Entries in ferrobase's temporary upload folder.
-fn temp_uploads(s: &Server) -> usize {
+pub(super) fn temp_uploads(s: &Server) -> usize {
     count_files(&s.data_dir().join(".ferrobase_uploads"))
 }
 

@@ -611,13 +611,45 @@ pub(super) fn attach_uploads(
         };
         pending.push(up);
     }
-    // Only uploads whose names the record keeps are placed (a single-file field keeps one).
+    keep_attached(c, draft, &mut pending);
+    pending
+}
+
+/// Only uploads whose names the record keeps are placed (a single-file field keeps one, and a
+/// before-hook may take a name out).
+pub(super) fn keep_attached(c: &Collection, draft: &Draft, pending: &mut Pending) {
     pending.retain(|up| {
         c.fields.iter().enumerate().any(|(i, f)| {
             f.kind == FieldType::File && value::to_list(&draft.values[i]).contains(&up.name)
         })
     });
-    pending
+}
+
+/// The uploads a before-hook is told of: those the draft's file fields name, in field order
+/// and, within a field, in the order the record lists them.
+pub(super) fn uploads_for_hooks(
+    c: &Collection,
+    draft: &Draft,
+    pending: &Pending,
+) -> Vec<crate::plugins::PendingUpload> {
+    let mut out = Vec::new();
+    for (i, f) in c.fields.iter().enumerate() {
+        if f.kind != FieldType::File {
+            continue;
+        }
+        for name in value::to_list(&draft.values[i]) {
+            if let Some(up) = pending.iter().find(|u| u.name == name) {
+                out.push(crate::plugins::PendingUpload {
+                    field: f.name.clone(),
+                    name: up.name.clone(),
+                    original: up.original.clone(),
+                    size: up.size,
+                    content_type: up.mime.to_owned(),
+                });
+            }
+        }
+    }
+    out
 }
 
 /// PocketBase's per-upload checks: its size against `maxSize`, its sniffed type against

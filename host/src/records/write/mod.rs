@@ -472,12 +472,22 @@ impl<'a> Writer<'a> {
         c: &Collection,
         current: Option<&PluginRecord>,
         draft: &mut Draft,
+        uploads: &draft::Pending,
         message: &'static str,
     ) -> Result<()> {
         let facts = self.facts();
         for h in hooks {
             let pending = PluginRecord::from_json(c, &draft.values);
-            match h.before_write(Arc::clone(&facts), current, &pending).await {
+            let facts = if uploads.is_empty() {
+                Arc::clone(&facts)
+            } else {
+                // Each hook sees the uploads the draft still holds (a patch may drop some).
+                Arc::new(CallFacts {
+                    uploads: draft::uploads_for_hooks(c, draft, uploads),
+                    ..(*facts).clone()
+                })
+            };
+            match h.before_write(facts, current, &pending).await {
                 HookOutcome::Proceed(patch) => {
                     draft::apply_patch(c, draft, patch).map_err(|e| hook_failed(message, &e))?
                 }
@@ -541,7 +551,7 @@ impl<'a> Writer<'a> {
         if !superuser && c.rules.create.is_some() && draft::unhashable_password(c, data) {
             return Err(RecordError::Refused(MSG_CREATE_FAILED));
         }
-        let pending = draft::attach_uploads(c, &mut draft, data, uploads);
+        let mut pending = draft::attach_uploads(c, &mut draft, data, uploads);
         let skip = if c.is_auth() {
             // A manager may create a record already verified, as a superuser may.
             let manager = !superuser
@@ -566,8 +576,16 @@ impl<'a> Writer<'a> {
         if let Some(s) = slots
             && !s.before_create.is_empty()
         {
-            self.before(&s.before_create, c, None, &mut draft, MSG_CREATE_FAILED)
-                .await?;
+            self.before(
+                &s.before_create,
+                c,
+                None,
+                &mut draft,
+                &pending,
+                MSG_CREATE_FAILED,
+            )
+            .await?;
+            draft::keep_attached(c, &draft, &mut pending);
         }
         let with_body = self.access.with_body(data);
         let rule = super::condition(
@@ -658,7 +676,7 @@ impl<'a> Writer<'a> {
 
         let (mut draft, before) = Draft::existing(c, &existing, data, superuser);
         draft::refuse_not_utf8_json(c, &mut draft, data, not_utf8, superuser);
-        let pending = draft::attach_uploads(c, &mut draft, data, uploads);
+        let mut pending = draft::attach_uploads(c, &mut draft, data, uploads);
         let reg = self.records.plugins.registry();
         let slots = reg.hooks(&c.id);
         let previous = slots.map(|_| PluginRecord::from_stored(c, &existing));
@@ -671,9 +689,11 @@ impl<'a> Writer<'a> {
                 c,
                 previous.as_ref(),
                 &mut draft,
+                &pending,
                 MSG_UPDATE_FAILED,
             )
             .await?;
+            draft::keep_attached(c, &draft, &mut pending);
         }
         let mut errors = Map::new();
         // Any `id` in an update body that is not the record's own (null and "" included) is an

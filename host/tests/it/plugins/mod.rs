@@ -7,6 +7,7 @@ mod escape;
 mod live_config;
 mod logs;
 mod starter;
+mod uploads;
 
 use crate::common::{Server, enc, err};
 use serde_json::{Value, json};
