@@ -396,7 +396,7 @@ impl Code {
         if !manifest.auth_hooks.is_empty() && code.auth.is_none() {
             return Err(format!(
                 "its manifest hooks sign-ins ({AUTH_HOOKS_EXTRA}) but it does not export \
-                 ferrobase:plugin/auth-hooks@0.1.2 (build it for the world plugin-auth)"
+                 ferrobase:plugin/auth-hooks (0.1.2 or later: build it for the world plugin-auth)"
             ));
         }
         if manifest.name.is_empty()
