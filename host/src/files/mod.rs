@@ -20,6 +20,7 @@ pub(crate) use intent::Intent;
 pub(crate) use name::{is_plain, snake_case, stored_name};
 pub(crate) use s3::{Bucket, S3Config, S3Error};
 pub(crate) use sniff::{SNIFF_BYTES, detect};
+pub(crate) use thumbs::{Remembered, Thumb};
 
 /// The sidecar's suffix (PocketBase's blob driver refuses blobs named with it).
 pub(crate) const ATTRS_EXT: &str = ".attrs";
@@ -39,6 +40,8 @@ pub(crate) struct Storage {
     temp: PathBuf,
     /// The thumbs being made, shared by every clone of the storage.
     thumbs: std::sync::Arc<thumbs::Generations>,
+    /// Thumbs served before, kept in memory.
+    memo: std::sync::Arc<std::sync::Mutex<thumbs::Memo>>,
     /// The S3 bucket in use (None: the local folder), swapped when the settings change.
     remote: std::sync::Arc<arc_swap::ArcSwapOption<Bucket>>,
     /// S3 work of committed writes still under way, by record.
@@ -88,6 +91,7 @@ impl Storage {
             root: data_dir.join("storage"),
             temp: data_dir.join(TEMP_DIR),
             thumbs: std::sync::Arc::default(),
+            memo: std::sync::Arc::default(),
             remote: std::sync::Arc::default(),
             inflight: std::sync::Arc::default(),
             runtime: tokio::runtime::Handle::try_current().ok(),
@@ -205,7 +209,9 @@ impl Storage {
         ignore_missing(std::fs::remove_file(&path))?;
         ignore_missing(std::fs::remove_file(sidecar(&path)))?;
         if let Some(dir) = self.record_dir(collection_id, record_id) {
-            ignore_missing(std::fs::remove_dir_all(dir.join(format!("thumbs_{name}"))))?;
+            let thumbs = dir.join(format!("thumbs_{name}"));
+            self.forget_thumbs_under(&thumbs);
+            ignore_missing(std::fs::remove_dir_all(thumbs))?;
         }
         Ok(())
     }
@@ -213,7 +219,10 @@ impl Storage {
     /// Delete a record's folder with everything in it (the record was deleted).
     pub(crate) fn delete_record(&self, collection_id: &str, record_id: &str) -> io::Result<()> {
         match self.record_dir(collection_id, record_id) {
-            Some(dir) => ignore_missing(std::fs::remove_dir_all(dir)),
+            Some(dir) => {
+                self.forget_thumbs_under(&dir);
+                ignore_missing(std::fs::remove_dir_all(dir))
+            }
             None => Ok(()),
         }
     }

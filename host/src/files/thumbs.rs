@@ -213,11 +213,98 @@ impl Generations {
     }
 }
 
+/// The most bytes the thumbs kept in memory hold together, and the largest one kept.
+const MEMO_BYTES: usize = 8 << 20;
+const MEMO_ENTRY_BYTES: usize = 64 << 10;
+
+/// A thumb served before, kept in memory with what serving it needs, so serving it again
+/// touches no file. A thumb never changes under its path (its name carries the original's
+/// random suffix); deleting the original or its record forgets it ([`Storage::delete`]).
+#[derive(Debug)]
+pub(crate) struct Remembered {
+    pub bytes: bytes::Bytes,
+    pub modified: std::time::SystemTime,
+    pub stored_type: String,
+}
+
+/// The remembered thumbs by path, the oldest forgotten first past [`MEMO_BYTES`].
+#[derive(Default, Debug)]
+pub(crate) struct Memo {
+    by_path: HashMap<PathBuf, Arc<Remembered>>,
+    order: std::collections::VecDeque<PathBuf>,
+    bytes: usize,
+}
+
+impl Memo {
+    fn get(&self, path: &Path) -> Option<Arc<Remembered>> {
+        self.by_path.get(path).cloned()
+    }
+
+    fn insert(&mut self, path: PathBuf, r: Remembered) {
+        let n = r.bytes.len();
+        if n > MEMO_ENTRY_BYTES || self.by_path.contains_key(&path) {
+            return;
+        }
+        while self.bytes + n > MEMO_BYTES {
+            let Some(old) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(gone) = self.by_path.remove(&old) {
+                self.bytes -= gone.bytes.len();
+            }
+        }
+        self.bytes += n;
+        self.order.push_back(path.clone());
+        self.by_path.insert(path, Arc::new(r));
+    }
+
+    /// Forget every thumb under `dir`.
+    fn forget_under(&mut self, dir: &Path) {
+        let before = self.by_path.len();
+        let mut freed = 0;
+        self.by_path.retain(|p, r| {
+            let keep = !p.starts_with(dir);
+            if !keep {
+                freed += r.bytes.len();
+            }
+            keep
+        });
+        if self.by_path.len() != before {
+            self.bytes -= freed;
+            let by_path = &self.by_path;
+            self.order.retain(|p| by_path.contains_key(p));
+        }
+    }
+}
+
+/// A thumb to serve: from memory, or from its file.
+pub(crate) enum Thumb {
+    Remembered(Arc<Remembered>, String),
+    OnDisk(PathBuf, String),
+}
+
 impl Storage {
-    /// The thumb to serve for `?thumb=<size>` of a stored file, as its path and the name it is
-    /// served under, made first when it is not on disk yet. `None` when PocketBase serves the
-    /// original instead: no or a not allowed size (`100x100` or one of the field's `thumbs`),
-    /// a file that is not an image it thumbs, or a thumb that could not be made.
+    /// Keep a thumb just read from `path` in memory (see [`Remembered`]).
+    pub(crate) fn remember_thumb(&self, path: PathBuf, r: Remembered) {
+        self.memo
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(path, r);
+    }
+
+    /// Forget the remembered thumbs under `dir` (a file or a record is being deleted).
+    pub(super) fn forget_thumbs_under(&self, dir: &Path) {
+        self.memo
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .forget_under(dir);
+    }
+
+    /// The thumb to serve for `?thumb=<size>` of a stored file, from memory when it was served
+    /// before, else its path (made first when it is not on disk yet), with the name it is
+    /// served under. `None` when PocketBase serves the original instead: no or a not allowed
+    /// size (`100x100` or one of the field's `thumbs`), a file that is not an image it thumbs,
+    /// or a thumb that could not be made.
     pub(crate) async fn thumb(
         &self,
         collection_id: &str,
@@ -225,7 +312,7 @@ impl Storage {
         name: &str,
         size: &str,
         field_thumbs: &[String],
-    ) -> Option<(PathBuf, String)> {
+    ) -> Option<Thumb> {
         if size.is_empty() || (size != ALWAYS_ALLOWED && !field_thumbs.iter().any(|t| t == size)) {
             return None;
         }
@@ -238,6 +325,14 @@ impl Storage {
             .record_dir(collection_id, record_id)?
             .join(format!("thumbs_{name}"))
             .join(&served);
+        let remembered = self
+            .memo
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&path);
+        if let Some(r) = remembered {
+            return Some(Thumb::Remembered(r, served));
+        }
         let (content_type, exists) = {
             let (o, p) = (original.clone(), path.clone());
             tokio::task::spawn_blocking(move || (Storage::content_type(&o), p.exists()))
@@ -264,7 +359,7 @@ impl Storage {
                 return None;
             }
         }
-        Some((path, served))
+        Some(Thumb::OnDisk(path, served))
     }
 }
 
@@ -640,6 +735,56 @@ fn encode(img: &RgbaImage, original_type: &str) -> Result<(Vec<u8>, &'static str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Generated inserts and forgets against a plain list kept in insertion order: the memo
+    /// holds exactly the newest entries that fit, never more than its budget, and forgets what
+    /// lies under a deleted folder.
+    #[test]
+    fn the_memo_keeps_the_newest_thumbs_within_its_budget() {
+        let mut seed = 0x9e37_79b9_u64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut memo = Memo::default();
+        let mut model: Vec<(PathBuf, usize)> = Vec::new();
+        for step in 0..3000 {
+            let record = next(20);
+            let dir = PathBuf::from(format!("/s/c/r{record}"));
+            if next(10) == 0 {
+                memo.forget_under(&dir);
+                model.retain(|(p, _)| !p.starts_with(&dir));
+            } else {
+                let path = dir.join(format!("thumbs_f{}.png/100x100_f.png", next(8)));
+                let len = match next(20) {
+                    0 => MEMO_ENTRY_BYTES + 1,
+                    _ => 1 + next(MEMO_ENTRY_BYTES as u64) as usize,
+                };
+                let r = Remembered {
+                    bytes: bytes::Bytes::from(vec![step as u8; len]),
+                    modified: std::time::SystemTime::UNIX_EPOCH,
+                    stored_type: "image/png".into(),
+                };
+                memo.insert(path.clone(), r);
+                if len <= MEMO_ENTRY_BYTES && !model.iter().any(|(p, _)| *p == path) {
+                    model.push((path, len));
+                    while model.iter().map(|(_, n)| n).sum::<usize>() > MEMO_BYTES {
+                        model.remove(0);
+                    }
+                }
+            }
+            let total: usize = model.iter().map(|(_, n)| n).sum();
+            assert_eq!(memo.bytes, total, "step {step}");
+            assert!(memo.bytes <= MEMO_BYTES);
+            assert_eq!(memo.by_path.len(), model.len(), "step {step}");
+            assert_eq!(memo.order.len(), model.len(), "step {step}");
+            for (p, n) in &model {
+                assert_eq!(memo.get(p).map(|r| r.bytes.len()), Some(*n), "step {step}");
+            }
+        }
+    }
 
     fn size(s: &str) -> Size {
         Size::parse(s).unwrap()

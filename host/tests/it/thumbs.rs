@@ -280,9 +280,10 @@ fn thumbs_are_made_served_and_kept(s3: bool) {
     let files = uploads();
     let sides = [setup(reference, &files, s3), setup(subject, &files, s3)];
     let mut checked = 0;
+    let mut first_answers: Vec<(String, Got)> = Vec::new();
     for (original, _, bound) in &files {
         for thumb in variants() {
-            let got: Vec<Got> = sides
+            let mut got: Vec<Got> = sides
                 .iter()
                 .map(|s| fetch(&s.server.addr, &s.url(s.stored(original), thumb)))
                 .collect();
@@ -328,6 +329,36 @@ fn thumbs_are_made_served_and_kept(s3: bool) {
                 "{what}"
             );
             checked += 1;
+            first_answers.push((
+                sides[1].url(sides[1].stored(original), thumb),
+                got.remove(1),
+            ));
+        }
+    }
+    // Asked again, a thumb comes from memory (locally): the same answer, headers and bytes, and
+    // the same conditional answers.
+    let ours = &sides[1];
+    for (url, first) in &first_answers {
+        let again = fetch(&ours.server.addr, url);
+        let headers = |g: &Got| {
+            let mut h: Vec<(String, String)> = g
+                .headers
+                .iter()
+                .filter(|(k, _)| k != "date")
+                .cloned()
+                .collect();
+            h.sort();
+            h
+        };
+        assert_eq!(
+            (again.status, headers(&again)),
+            (first.status, headers(first)),
+            "{url}"
+        );
+        assert_eq!(again.bytes, first.bytes, "{url}");
+        if let Some(modified) = first.header("last-modified") {
+            let not_modified = fetch_at(&ours.server.addr, url, &[("If-Modified-Since", modified)]);
+            assert_eq!(not_modified.status, 304, "{url}");
         }
     }
     // Five images, ten allowed sizes each (bar the ones a source cannot give).
@@ -337,7 +368,6 @@ fn thumbs_are_made_served_and_kept(s3: bool) {
     assert_eq!(thumbs_kept(&sides[0]), thumbs_kept(&sides[1]));
 
     // A thumb is made once: asked again, the same bytes come from the same file.
-    let ours = &sides[1];
     let wide = ours.stored("wide.png");
     if let Files::S3(moto, bucket) = &ours.files {
         let key = format!("{}/{}/thumbs_{wide}/50x50_{wide}", ours.cid, ours.id);
