@@ -380,6 +380,7 @@ pub(crate) async fn delete(
             .map(|o| (**o).clone())
             .collect(),
     );
+    let id = c.id.clone();
     state
         .store
         .write_schema(move |tx| {
@@ -396,6 +397,7 @@ pub(crate) async fn delete(
             other => other.into(),
         })?;
     state.plugins.schema_changed();
+    state.records.files.delete_collection(&id).await;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -411,12 +413,12 @@ pub(crate) async fn truncate(
         ));
     }
     let schema = state.store.schema();
-    state
+    let folders = state
         .store
         .write(move |conn| {
             conn.savepoint(|tx| {
-                crate::store::records::truncate(tx, &schema, &c)?;
-                Ok(crate::store::Keep::Commit(()))
+                let folders = crate::store::records::truncate(tx, &schema, &c)?;
+                Ok(crate::store::Keep::Commit(folders))
             })
         })
         .await
@@ -426,6 +428,16 @@ pub(crate) async fn truncate(
             other => other.into(),
         })?;
     state.plugins.schema_changed();
+    // The deleted records' files go once the truncate committed, as each record's delete
+    // takes its files in PocketBase.
+    if !folders.is_empty() {
+        let files = Arc::clone(&state.records.files);
+        let work = crate::files::FileWork {
+            folders,
+            ..Default::default()
+        };
+        let _ = tokio::task::spawn_blocking(move || files.apply(work)).await;
+    }
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -672,6 +684,13 @@ pub(crate) async fn import(
         .unwrap_or(false);
     let list = list.clone();
     let store = Arc::clone(&state.store);
+    let before: Vec<String> = state
+        .store
+        .schema()
+        .collections
+        .iter()
+        .map(|c| c.id.clone())
+        .collect();
     state
         .store
         .write_schema(move |tx| import_all(tx, &store, &list, delete_missing))
@@ -691,6 +710,11 @@ pub(crate) async fn import(
             other => other.into(),
         })?;
     state.plugins.schema_changed();
+    // The collections `deleteMissing` removed take their files with them.
+    let after = state.store.schema();
+    for id in before.iter().filter(|id| after.by_id(id).is_none()) {
+        state.records.files.delete_collection(id).await;
+    }
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

@@ -227,6 +227,32 @@ impl Storage {
         }
     }
 
+    /// Delete the files of a deleted collection (its folder, or its prefix on S3), as
+    /// PocketBase does once the delete succeeded. On S3 it runs in the background after the
+    /// file work already under way (a failure is logged, as PocketBase logs it).
+    pub(crate) async fn delete_collection(&self, collection_id: &str) {
+        if !is_plain(collection_id) {
+            return;
+        }
+        if let Some(bucket) = self.remote() {
+            let (this, prefix) = (self.clone(), format!("{collection_id}/"));
+            tokio::spawn(async move {
+                this.settle_all().await;
+                if let Err(e) = bucket.delete_prefix(&prefix).await {
+                    tracing::warn!(error = %e, prefix, "deleted collection's files not deleted");
+                }
+            });
+            return;
+        }
+        let dir = self.root.join(collection_id);
+        self.forget_thumbs_under(&dir);
+        let gone =
+            tokio::task::spawn_blocking(move || ignore_missing(std::fs::remove_dir_all(dir))).await;
+        if let Ok(Err(e)) = gone {
+            tracing::warn!(error = %e, collection = collection_id, "deleted collection's files not deleted");
+        }
+    }
+
     /// The content type a stored file was given at upload (its sidecar's), or PocketBase's
     /// `application/octet-stream` when it has no readable sidecar.
     pub(crate) fn content_type(path: &Path) -> String {

@@ -814,17 +814,36 @@ pub(crate) fn delete(
     Ok(())
 }
 
-pub(crate) fn truncate(conn: Conn<'_>, schema: &Schema, c: &Collection) -> Result<()> {
+/// Delete every record of `c` as PocketBase's truncate does (one by one, with their cascades),
+/// and say which of the deleted records' file folders to remove once this commits.
+pub(crate) fn truncate(
+    conn: Conn<'_>,
+    schema: &Schema,
+    c: &Collection,
+) -> Result<Vec<(String, String)>> {
     let conn = conn.0;
     let ids: Vec<String> = {
         let mut stmt = conn.prepare(&format!("SELECT `id` FROM {}", q(&c.name)))?;
         stmt.query_map([], |r| r.get(0))?
             .collect::<rusqlite::Result<_>>()?
     };
+    let has_files = |c: &Collection| c.fields.iter().any(|f| f.kind == FieldType::File);
+    let mut folders = Vec::new();
     for id in ids {
-        delete(super::Conn(conn), schema, c, &id, 0, None)?;
+        let mut trail = Vec::new();
+        delete(super::Conn(conn), schema, c, &id, 0, Some(&mut trail))?;
+        for k in trail {
+            if let Cascaded::Deleted(oc, row) = k
+                && has_files(&oc)
+            {
+                folders.push((oc.id.clone(), oc.stored_text(&row, "id").to_owned()));
+            }
+        }
+        if has_files(c) {
+            folders.push((c.id.clone(), id));
+        }
     }
-    Ok(())
+    Ok(folders)
 }
 
 /// Ids of `_collections` rows matching a filter compiled against the `_collections` pseudo-collection.

@@ -961,3 +961,147 @@ fn a_cascade_from_a_collection_without_files_removes_the_cascaded_files_as_the_r
     assert_eq!(want["files before"], json!([true, true]), "{want}");
     assert_eq!(got, want);
 }
+
+#[test]
+fn truncating_deleting_and_importing_away_collections_remove_their_files_as_the_reference_does() {
+    collections_take_their_files(false);
+}
+
+#[test]
+fn truncating_deleting_and_importing_away_collections_remove_their_files_on_s3_as_the_reference_does()
+ {
+    collections_take_their_files(true);
+}
+
+/// Each side's file counts under these collections once they stopped changing (both servers
+/// delete some files in the background): all zero, or the same for a second (at most 15 s).
+fn settled_counts(side: &Side, cids: &[&str]) -> Vec<usize> {
+    let read = || -> Vec<usize> { cids.iter().map(|c| side.files.count(c, None)).collect() };
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let mut last = read();
+    let mut since = std::time::Instant::now();
+    loop {
+        let now = std::time::Instant::now();
+        if last.iter().all(|&n| n == 0)
+            || now.duration_since(since) >= Duration::from_secs(1)
+            || now > deadline
+        {
+            return last;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let again = read();
+        if again != last {
+            last = again;
+            since = std::time::Instant::now();
+        }
+    }
+}
+
+fn collections_take_their_files(s3: bool) {
+    let Some(sides) = sides(s3) else {
+        return;
+    };
+    let mut seen: Vec<Vec<Value>> = vec![Vec::new(), Vec::new()];
+    for (n, side) in sides.iter().enumerate() {
+        let (s, su) = (&side.server, side.su.as_str());
+        // `notes` cascade from `docs`; `extra` stands alone; each has files.
+        let mut ids = vec![("docs".to_owned(), side.cid.clone())];
+        for (name, relation) in [("notes", true), ("extra", false)] {
+            let mut fields = vec![json!({"name": "f", "type": "file", "maxSelect": 1})];
+            if relation {
+                fields.push(
+                    json!({"name": "doc", "type": "relation", "collectionId": side.cid,
+                                   "maxSelect": 1, "cascadeDelete": true}),
+                );
+            }
+            let c = s.create_collection(
+                su,
+                json!({"name": name, "type": "base", "createRule": "", "fields": fields}),
+            );
+            ids.push((name.to_owned(), c["id"].as_str().unwrap().to_owned()));
+        }
+        let mut doc_ids = Vec::new();
+        for i in 0..2 {
+            let r = send(
+                s,
+                "POST",
+                "/api/collections/docs/records",
+                su,
+                multipart(&[], &[("doc", &format!("d{i}.txt"), b"doc")]),
+            );
+            assert_eq!(r.status, 200, "{}", r.json);
+            doc_ids.push(r.json["id"].as_str().unwrap().to_owned());
+        }
+        let r = send(
+            s,
+            "POST",
+            "/api/collections/notes/records",
+            su,
+            multipart(&[("doc", &doc_ids[0])], &[("f", "n.txt", b"note")]),
+        );
+        assert_eq!(r.status, 200, "{}", r.json);
+        let r = send(
+            s,
+            "POST",
+            "/api/collections/extra/records",
+            su,
+            multipart(&[], &[("f", "e.txt", b"extra")]),
+        );
+        assert_eq!(r.status, 200, "{}", r.json);
+        let cids: Vec<&str> = ids.iter().map(|(_, id)| id.as_str()).collect();
+        let counts = |seen: &mut Vec<Value>, step: &str| {
+            seen.push(json!({"step": step, "files": settled_counts(side, &cids)}));
+        };
+        counts(&mut seen[n], "created");
+
+        // Truncating `docs` deletes its records and, by cascade, the note: their files go.
+        let r = s.req("DELETE", "/api/collections/docs/truncate", Some(su), None);
+        assert_eq!(r.status, 204, "{}", r.json);
+        counts(&mut seen[n], "truncated docs");
+
+        // Deleting `extra` takes its files.
+        let r = s.req("DELETE", "/api/collections/extra", Some(su), None);
+        assert_eq!(r.status, 204, "{}", r.json);
+        counts(&mut seen[n], "deleted extra");
+
+        // A record in `notes` again, then an import without `notes` (deleteMissing).
+        let r = send(
+            s,
+            "POST",
+            "/api/collections/notes/records",
+            su,
+            multipart(&[], &[("f", "again.txt", b"note")]),
+        );
+        assert_eq!(r.status, 200, "{}", r.json);
+        counts(&mut seen[n], "note again");
+        let all = s.req("GET", "/api/collections?perPage=200", Some(su), None);
+        let keep: Vec<Value> = all.json["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["name"] != "notes")
+            .cloned()
+            .collect();
+        let r = s.req(
+            "PUT",
+            "/api/collections/import",
+            Some(su),
+            Some(&json!({"collections": keep, "deleteMissing": true})),
+        );
+        assert_eq!(r.status, 204, "{}", r.json);
+        counts(&mut seen[n], "imported without notes");
+    }
+    assert_eq!(
+        seen[0], seen[1],
+        "file counts per step: reference (left), ferrobase (right)"
+    );
+    // The steps did remove files (the comparison is not between two servers that keep all).
+    // Locally each file has its `.attrs` sidecar; on S3 that is the object's metadata.
+    let created = if s3 {
+        json!([2, 1, 1])
+    } else {
+        json!([4, 2, 2])
+    };
+    assert_eq!(seen[0][0]["files"], created, "{}", seen[0][0]);
+    assert_eq!(seen[0][4]["files"], json!([0, 0, 0]), "{}", seen[0][4]);
+}
