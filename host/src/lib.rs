@@ -27,6 +27,18 @@ pub mod testkit;
 
 pub use cli::run;
 
+/// The unit tests' generator of cases (xorshift64 from `seed`): each call gives a number below
+/// its argument.
+#[cfg(test)]
+pub(crate) fn test_numbers(mut seed: u64) -> impl FnMut(u64) -> u64 {
+    move |n| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    }
+}
+
 /// Stack size of every thread that handles request data (the runtime's workers and blocking
 /// threads, the writer): room for JSON nested to `schema::value::JSON_DEPTH_MAX` levels.
 const THREAD_STACK_BYTES: usize = 32 << 20;

@@ -48,7 +48,7 @@ fn serve(state: &Shared, headers: &HeaderMap, path: &str) -> Response {
             gz,
         )
             .into_response(),
-        None => asset.body.into_owned().into_response(),
+        None => asset.body.into_response(),
     };
     let h = response.headers_mut();
     h.insert(

@@ -170,17 +170,16 @@ pub(crate) async fn download(
         None => serve(path, &name, download, &head.headers).await,
         Some(Thumb::Remembered(r, served)) => {
             let opened = Opened {
-                file: None,
                 size: r.bytes.len() as u64,
                 modified: r.modified,
                 stored_type: r.stored_type.clone(),
-                small: Some(r.bytes.clone()),
+                content: Content::Whole(r.bytes.clone()),
             };
             respond(opened, &served, download, &head.headers)
         }
         Some(Thumb::OnDisk(path, served)) => {
             let opened = open(path.clone()).await?;
-            if let Some(bytes) = &opened.small {
+            if let Content::Whole(bytes) = &opened.content {
                 files.remember_thumb(
                     path,
                     Remembered {
@@ -243,31 +242,29 @@ async fn open(path: std::path::PathBuf) -> ApiResult<Opened> {
 /// The answer for an opened file: its whole bytes, a range or several, or a 304/412/416.
 fn respond(opened: Opened, name: &str, download: bool, req: &HeaderMap) -> ApiResult<Response> {
     let Opened {
-        file,
         size,
         modified,
         stored_type,
-        small,
+        content,
     } = opened;
     let plan = match plan(size, modified, &stored_type, name, download, req) {
         Ok(plan) => plan,
         Err(answer) => return Ok(*answer),
     };
-    let body = match (plan.parts, small, file) {
-        (Some(parts), Some(bytes), _) => Body::from_stream(parts.stream(move |a, n| {
+    let body = match (plan.parts, content) {
+        (Some(parts), Content::Whole(bytes)) => Body::from_stream(parts.stream(move |a, n| {
             futures_util::stream::once(std::future::ready(Ok(slice(&bytes, a, n)))).boxed()
         })),
-        (Some(parts), None, Some(file)) => {
+        (Some(parts), Content::Open(file)) => {
             let file = std::sync::Arc::new(file);
             Body::from_stream(
                 parts.stream(move |a, n| stream(std::sync::Arc::clone(&file), a, n).boxed()),
             )
         }
-        (None, Some(bytes), _) => Body::from(slice(&bytes, plan.start, plan.len)),
-        (None, None, Some(file)) => {
+        (None, Content::Whole(bytes)) => Body::from(slice(&bytes, plan.start, plan.len)),
+        (None, Content::Open(file)) => {
             Body::from_stream(stream(std::sync::Arc::new(file), plan.start, plan.len))
         }
-        (_, None, None) => return Err(ApiError::not_found()),
     };
     Ok((plan.status, plan.headers, body).into_response())
 }
@@ -561,14 +558,18 @@ fn plan(
     })
 }
 
-/// A file opened to be served: its size, date and stored type, and its bytes when it is small.
+/// A file opened to be served: its size, date and stored type, and its content.
 struct Opened {
-    /// The open file, for one too large to be read whole (`small` is None).
-    file: Option<std::fs::File>,
     size: u64,
     modified: SystemTime,
     stored_type: String,
-    small: Option<bytes::Bytes>,
+    content: Content,
+}
+
+/// A small file's bytes (thumbs, avatars), or a larger one still open, to be streamed.
+enum Content {
+    Whole(bytes::Bytes),
+    Open(std::fs::File),
 }
 
 /// Blocking: open a stored file (a regular file only) with what serving it needs.
@@ -580,19 +581,18 @@ fn open_for_serving(path: &std::path::Path) -> std::io::Result<Opened> {
         return Err(std::io::ErrorKind::NotFound.into());
     }
     let size = meta.len();
-    let (small, file) = if size <= CHUNK_BYTES as u64 {
+    let (size, content) = if size <= CHUNK_BYTES as u64 {
         let mut buf = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
         file.read_to_end(&mut buf)?;
-        (Some(bytes::Bytes::from(buf)), None)
+        (buf.len() as u64, Content::Whole(bytes::Bytes::from(buf)))
     } else {
-        (None, Some(file))
+        (size, Content::Open(file))
     };
     Ok(Opened {
-        size: small.as_ref().map_or(size, |b| b.len() as u64),
+        size,
         modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
         stored_type: Storage::content_type(path),
-        small,
-        file,
+        content,
     })
 }
 

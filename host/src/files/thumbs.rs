@@ -741,13 +741,7 @@ mod tests {
     /// lies under a deleted folder.
     #[test]
     fn the_memo_keeps_the_newest_thumbs_within_its_budget() {
-        let mut seed = 0x9e37_79b9_u64;
-        let mut next = move |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut next = crate::test_numbers(0x9e37_79b9_u64);
         let mut memo = Memo::default();
         let mut model: Vec<(PathBuf, usize)> = Vec::new();
         for step in 0..3000 {

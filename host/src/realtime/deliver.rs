@@ -361,13 +361,7 @@ mod tests {
     /// every kind, reals that equal integers, signed zeros and NaN included.
     #[test]
     fn bound_values_share_a_slot_exactly_when_they_are_the_same_values() {
-        let mut seed = 0x2545_f491_u64;
-        let mut next = move |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut next = crate::test_numbers(0x2545_f491_u64);
         let value = |next: &mut dyn FnMut(u64) -> u64| match next(7) {
             0 => Stored::Null,
             1 => Stored::Int(next(3) as i64),

@@ -229,6 +229,10 @@ impl Collection {
     pub(crate) fn is_view(&self) -> bool {
         self.kind == CollectionType::View
     }
+    /// Whether its records can have files (a file field).
+    pub(crate) fn has_files(&self) -> bool {
+        self.fields.iter().any(|f| f.kind == FieldType::File)
+    }
     pub(crate) fn view_query(&self) -> &str {
         self.options
             .get("viewQuery")

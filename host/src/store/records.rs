@@ -827,19 +827,18 @@ pub(crate) fn truncate(
         stmt.query_map([], |r| r.get(0))?
             .collect::<rusqlite::Result<_>>()?
     };
-    let has_files = |c: &Collection| c.fields.iter().any(|f| f.kind == FieldType::File);
     let mut folders = Vec::new();
     for id in ids {
         let mut trail = Vec::new();
         delete(super::Conn(conn), schema, c, &id, 0, Some(&mut trail))?;
         for k in trail {
             if let Cascaded::Deleted(oc, row) = k
-                && has_files(&oc)
+                && oc.has_files()
             {
                 folders.push((oc.id.clone(), oc.stored_text(&row, "id").to_owned()));
             }
         }
-        if has_files(c) {
+        if c.has_files() {
             folders.push((c.id.clone(), id));
         }
     }
@@ -1135,13 +1134,7 @@ mod tests {
             ),
             ("", format!("coalesce(?1, '') = {t}.`id`"), 1),
         ];
-        let mut seed = 0x9e37_79b9_u64;
-        let mut next = move |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut next = crate::test_numbers(0x9e37_79b9_u64);
         let value = |next: &mut dyn FnMut(u64) -> u64| match next(6) {
             0 => Stored::Null,
             1 => Stored::Int(next(6) as i64),

@@ -706,11 +706,6 @@ pub(super) fn dropped_files(c: &Collection, before: &[Value], after: &[Value]) -
     out
 }
 
-/// Whether records of `c` can have files (a delete then removes the record's folder).
-pub(super) fn has_files(c: &Collection) -> bool {
-    c.fields.iter().any(|f| f.kind == FieldType::File)
-}
-
 /// Whether deleting a record of `c` can delete, through cascading relations (at any depth),
 /// records of a collection that can have files: their folders go after the commit too.
 pub(super) fn cascades_into_files(schema: &Schema, c: &Collection) -> bool {
@@ -724,7 +719,7 @@ pub(super) fn cascades_into_files(schema: &Schema, c: &Collection) -> bool {
                     && f.opt_str("collectionId") == target.id
             });
             if cascades && !seen.contains(&other.id.as_str()) {
-                if has_files(other) {
+                if other.has_files() {
                     return true;
                 }
                 seen.push(&other.id);

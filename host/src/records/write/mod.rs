@@ -177,7 +177,6 @@ impl Prepared {
     }
 }
 
-/// Whether a delete's cascades are worth recording: someone may want them.
 /// Whether a write is a delete, and whether its cascade can reach records with files.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Deleting {
@@ -186,6 +185,7 @@ enum Deleting {
     CascadingIntoFiles,
 }
 
+/// Whether a delete's cascades are worth recording: someone may want them.
 fn notice_wanted(feed: &super::feed::Feed, c: &Collection) -> bool {
     feed.active() || feed.wants(c)
 }
@@ -415,7 +415,7 @@ impl<'a> Writer<'a> {
         dropped: Vec<String>,
         deleting: Deleting,
     ) -> Option<OnCommit<WriteOutcome>> {
-        let folder = deleting != Deleting::No && draft::has_files(c);
+        let folder = deleting != Deleting::No && c.has_files();
         // Nothing to place or drop: only a delete of a record that can have files, or whose
         // cascade can reach such records, has work.
         if pending.is_empty()
@@ -439,7 +439,7 @@ impl<'a> Writer<'a> {
                     }
                     for k in cascaded {
                         if let Cascaded::Deleted(oc, row) = k
-                            && draft::has_files(oc)
+                            && oc.has_files()
                             && let Some(Stored::Text(rid)) =
                                 draft::idx(oc, "id").and_then(|i| row.get(i))
                         {
