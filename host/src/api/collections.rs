@@ -405,6 +405,8 @@ pub(crate) async fn truncate(
     State(state): State<Shared>,
     _su: Superuser,
     Path(key): Path<String>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
 ) -> ApiResult<Response> {
     let c = super::find_collection(&state, &key).ok_or_else(ApiError::not_found)?;
     if c.is_view() {
@@ -412,32 +414,21 @@ pub(crate) async fn truncate(
             "View collections cannot be truncated since they don't store their own records.",
         ));
     }
-    let schema = state.store.schema();
-    let folders = state
-        .store
-        .write(move |conn| {
-            conn.savepoint(|tx| {
-                let folders = crate::store::records::truncate(tx, &schema, &c)?;
-                Ok(crate::store::Keep::Commit(folders))
-            })
-        })
-        .await
-        .map_err(|e| match e {
-            StoreError::RequiredRelation => ApiError::bad("Failed to truncate collection (most likely due to required cascade delete record references).",
-            ),
-            other => other.into(),
-        })?;
+    // Record by record as the superuser: their hooks and every delete's event, as PocketBase.
+    let who = super::caller(&state, &headers).await;
+    let no_query = Map::new();
+    let access = crate::records::Access::request(
+        who.as_ref(),
+        "DELETE",
+        uri.path(),
+        &headers,
+        &no_query,
+        None,
+    );
+    crate::records::Writer::new(&state.records, &access)
+        .truncate(&c)
+        .await?;
     state.plugins.schema_changed();
-    // The deleted records' files go once the truncate committed, as each record's delete
-    // takes its files in PocketBase.
-    if !folders.is_empty() {
-        let files = Arc::clone(&state.records.files);
-        let work = crate::files::FileWork {
-            folders,
-            ..Default::default()
-        };
-        let _ = tokio::task::spawn_blocking(move || files.apply(work)).await;
-    }
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

@@ -46,6 +46,8 @@ pub(crate) const MSG_AUTH_FAILED: &str = "Failed to authenticate.";
 pub(crate) const MSG_AUTH_RULE_DENIED: &str =
     "The request doesn't satisfy the collection requirements to authenticate.";
 pub(crate) const MSG_DELETE_FAILED: &str = "Failed to delete record. Make sure that the record is not part of a required relation reference.";
+pub(crate) const MSG_TRUNCATE_FAILED: &str =
+    "Failed to truncate collection (most likely due to required cascade delete record references).";
 
 /// Why a record operation did not happen. Every variant keeps PocketBase's words for it; the
 /// HTTP layer turns them into statuses in one match (`api/error.rs`), plugins into their own

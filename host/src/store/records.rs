@@ -814,35 +814,22 @@ pub(crate) fn delete(
     Ok(())
 }
 
-/// Delete every record of `c` as PocketBase's truncate does (one by one, with their cascades),
-/// and say which of the deleted records' file folders to remove once this commits.
-pub(crate) fn truncate(
-    conn: Conn<'_>,
-    schema: &Schema,
-    c: &Collection,
-) -> Result<Vec<(String, String)>> {
-    let conn = conn.0;
-    let ids: Vec<String> = {
-        let mut stmt = conn.prepare(&format!("SELECT `id` FROM {}", q(&c.name)))?;
-        stmt.query_map([], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?
-    };
-    let mut folders = Vec::new();
-    for id in ids {
-        let mut trail = Vec::new();
-        delete(super::Conn(conn), schema, c, &id, 0, Some(&mut trail))?;
-        for k in trail {
-            if let Cascaded::Deleted(oc, row) = k
-                && oc.has_files()
-            {
-                folders.push((oc.id.clone(), oc.stored_text(&row, "id").to_owned()));
-            }
-        }
-        if c.has_files() {
-            folders.push((c.id.clone(), id));
-        }
-    }
-    Ok(folders)
+/// Every record of `c`, in storage order (a truncate's records as they were).
+pub(crate) fn all(conn: Conn<'_>, c: &Collection) -> Result<Vec<StoreRecord>> {
+    let sql = select_sql(c, "", "", "");
+    let params: [&dyn ToSql; 2] = [&-1_i64, &0_i64];
+    fetch(conn.0, c, &sql, &params)
+}
+
+/// The ids of every record of `c`, in storage order.
+pub(crate) fn all_ids(conn: Conn<'_>, c: &Collection) -> Result<Vec<String>> {
+    let mut stmt = conn
+        .0
+        .prepare(&format!("SELECT `id` FROM {}", q(&c.name)))?;
+    let ids = stmt
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(ids)
 }
 
 /// Ids of `_collections` rows matching a filter compiled against the `_collections` pseudo-collection.

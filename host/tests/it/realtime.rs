@@ -192,7 +192,8 @@ fn topics(rng: &mut Rng) -> Vec<String> {
     pool.iter().filter(|_| rng.pct(45)).cloned().collect()
 }
 
-/// A generated write, by a superuser: creates, updates and deletes over fixed ids.
+/// A generated write, by a superuser: creates, updates and deletes over fixed ids, and a rare
+/// truncate.
 fn write(rng: &mut Rng, s: &Server, su: &str) {
     let coll = *rng.pick(&["posts", "posts", "pub", "notes", "comments"]);
     let id = format!("{}{:011}", &coll[..4.min(coll.len())], rng.below(6));
@@ -206,6 +207,17 @@ fn write(rng: &mut Rng, s: &Server, su: &str) {
         _ => json!({"text": "n"}),
     };
     let base = format!("/api/collections/{coll}/records");
+    // Now and then a whole collection goes: PocketBase deletes it record by record, cascades
+    // included, and each delete reaches subscribers.
+    if rng.pct(4) {
+        s.req(
+            "DELETE",
+            &format!("/api/collections/{coll}/truncate"),
+            Some(su),
+            None,
+        );
+        return;
+    }
     match rng.below(3) {
         0 => {
             let mut b = body;

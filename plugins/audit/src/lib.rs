@@ -4,6 +4,9 @@
 //!   `(action, record)` into the `audit_log` collection's table with raw SQL, so the audit row
 //!   commits or rolls back with the write. A post titled exactly `forbidden-in-tx` is refused
 //!   there (field `title`, code `validation_audit`), which rolls the write back.
+//! - Before a delete of `posts`: a post titled exactly `keep-forever` may not be deleted (field
+//!   `title`, code `validation_audit_keep`). A truncate asks about every post, so one such post
+//!   refuses the whole truncate.
 //! - After commit: counts changes in kv (`commits`), keeps the last `seq` (`last_seq`) and the
 //!   titles of the last 50 changes (`last_titles`, comma-separated).
 //! - `GET /api/audit/stats`: `{"commits":N,"lastSeq":S,"titles":"a,b,c"}`.
@@ -33,9 +36,28 @@ struct Audit;
 impl Plugin for Audit {
     fn manifest() -> Manifest {
         Manifest::new("audit", VERSION)
-            .hook("posts", &[Event::InTransaction, Event::AfterCommit])
+            .hook(
+                "posts",
+                &[
+                    Event::BeforeDelete,
+                    Event::InTransaction,
+                    Event::AfterCommit,
+                ],
+            )
             .route("GET", STATS)
             .wants(&["db:write", "kv"])
+    }
+
+    fn before_delete(_ctx: &Context, current: &Record) -> Result<(), Rejection> {
+        if current.text("title") == Some("keep-forever") {
+            return Err(Rejection::field(
+                "title",
+                "validation_audit_keep",
+                "This post is kept forever.",
+            )
+            .with_message(Action::Delete.failed_message()));
+        }
+        Ok(())
     }
 
     fn in_transaction(_ctx: &Context, action: Action, record: &Record) -> Result<(), Rejection> {

@@ -11,8 +11,8 @@ mod draft;
 
 use super::feed::Committed;
 use super::{
-    Access, Action as RuleAction, MSG_CREATE_FAILED, MSG_DELETE_FAILED, MSG_UPDATE_FAILED,
-    RecordError, Records, Result,
+    Access, Action as RuleAction, MSG_CREATE_FAILED, MSG_DELETE_FAILED, MSG_TRUNCATE_FAILED,
+    MSG_UPDATE_FAILED, RecordError, Records, Result,
 };
 use crate::files::Upload;
 use crate::plugins::{
@@ -28,6 +28,7 @@ use crate::store::{
 };
 use draft::{Draft, RelationChecks};
 use serde_json::{Map, Value};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 /// How a write ended on the writer.
@@ -69,8 +70,8 @@ struct InTx {
 impl InTx {
     /// Run them inside the write's savepoint: None to go on, else the outcome that ends the
     /// write (rolled back).
-    fn run(self, action: Action, rec: &PluginRecord, conn: Conn<'_>) -> Option<WriteOutcome> {
-        match run_in_transaction(&self.hooks, self.facts, action, rec, conn) {
+    fn run(&self, action: Action, rec: &PluginRecord, conn: Conn<'_>) -> Option<WriteOutcome> {
+        match run_in_transaction(&self.hooks, Arc::clone(&self.facts), action, rec, conn) {
             HookOutcome::Proceed(_) => None,
             HookOutcome::Rejected(r) => Some(WriteOutcome::Rejected(r)),
             HookOutcome::Failed(e) => Some(WriteOutcome::HookFailed(e)),
@@ -176,6 +177,69 @@ impl Prepared {
         })
     }
 }
+
+/// The changes a committed delete of `gone` announces, onto `out`: its relations' work first
+/// (PocketBase deletes or unlinks the referencing records before the record itself), then the
+/// record as it was.
+fn delete_changes(
+    c: &Arc<Collection>,
+    gone: &StoreRecord,
+    cascaded: &[Cascaded],
+    actor: &Option<crate::plugins::Principal>,
+    out: &mut Vec<Committed>,
+) {
+    let change = |action, collection, record, previous| Committed {
+        seq: 0,
+        action,
+        collection,
+        record,
+        previous,
+        actor: actor.clone(),
+    };
+    for k in cascaded {
+        out.push(match k {
+            Cascaded::Deleted(oc, row) => change(Action::Delete, Arc::clone(oc), row.clone(), None),
+            Cascaded::Updated(oc, after, before) => change(
+                Action::Update,
+                Arc::clone(oc),
+                after.clone(),
+                Some(before.clone()),
+            ),
+        });
+    }
+    out.push(change(Action::Delete, Arc::clone(c), gone.clone(), None));
+}
+
+/// The file folders of the records a delete's cascade deleted, onto `out` (removed once the
+/// delete committed).
+fn cascaded_folders(cascaded: &[Cascaded], out: &mut Vec<(String, String)>) {
+    for k in cascaded {
+        if let Cascaded::Deleted(oc, row) = k
+            && oc.has_files()
+            && let Some(Stored::Text(rid)) = draft::idx(oc, "id").and_then(|i| row.get(i))
+        {
+            out.push((oc.id.clone(), rid.to_owned()));
+        }
+    }
+}
+
+/// How a truncate ended on the writer.
+enum Truncated {
+    /// Every record deleted. `gone`: each as it was with its cascade's trail, when the feed
+    /// wants them; `folders`: the file folders to remove.
+    Done {
+        gone: Vec<(StoreRecord, Vec<Cascaded>)>,
+        folders: Vec<(String, String)>,
+    },
+    /// A record the before-delete hooks were not asked about: nothing was deleted.
+    Unasked,
+    /// An in-transaction hook stopped it: rolled back.
+    Stopped(WriteOutcome),
+}
+
+/// How many times a truncate reads the records again for its before-delete hooks when new
+/// ones keep appearing before it gives up.
+const TRUNCATE_ROUNDS: usize = 8;
 
 /// Whether a write is a delete, and whether its cascade can reach records with files.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -364,33 +428,20 @@ impl<'a> Writer<'a> {
         let c = Arc::clone(c);
         let actor = self.access.who.map(super::Caller::principal);
         Some(Box::new(move |out: &WriteOutcome| {
-            let change = |action, collection, record, previous| Committed {
-                seq: 0,
-                action,
-                collection,
-                record,
-                previous,
-                actor: actor.clone(),
-            };
-            // Cascades first: PocketBase deletes (or unlinks) the referencing records before
-            // the record itself.
             let changes: Vec<Committed> = match out {
-                WriteOutcome::Done(saved) => vec![change(action, c, saved.clone(), previous)],
-                WriteOutcome::Deleted(gone, cascaded) => cascaded
-                    .iter()
-                    .map(|k| match k {
-                        Cascaded::Deleted(oc, row) => {
-                            change(Action::Delete, Arc::clone(oc), row.clone(), None)
-                        }
-                        Cascaded::Updated(oc, after, before) => change(
-                            Action::Update,
-                            Arc::clone(oc),
-                            after.clone(),
-                            Some(before.clone()),
-                        ),
-                    })
-                    .chain(std::iter::once(change(action, c, gone.clone(), None)))
-                    .collect(),
+                WriteOutcome::Done(saved) => vec![Committed {
+                    seq: 0,
+                    action,
+                    collection: c,
+                    record: saved.clone(),
+                    previous,
+                    actor,
+                }],
+                WriteOutcome::Deleted(gone, cascaded) => {
+                    let mut all = Vec::with_capacity(cascaded.len() + 1);
+                    delete_changes(&c, gone, cascaded, &actor, &mut all);
+                    all
+                }
                 _ => return None,
             };
             Some(Box::new(move || {
@@ -437,15 +488,7 @@ impl<'a> Writer<'a> {
                     if folder {
                         folders.push((cid.clone(), id.clone()));
                     }
-                    for k in cascaded {
-                        if let Cascaded::Deleted(oc, row) = k
-                            && oc.has_files()
-                            && let Some(Stored::Text(rid)) =
-                                draft::idx(oc, "id").and_then(|i| row.get(i))
-                        {
-                            folders.push((oc.id.clone(), rid.to_owned()));
-                        }
-                    }
+                    cascaded_folders(cascaded, &mut folders);
                 }
                 _ => return inner,
             }
@@ -858,5 +901,162 @@ impl<'a> Writer<'a> {
             }
             other => Err(refused(other, MSG_DELETE_FAILED)),
         }
+    }
+
+    /// Delete every record of `c` as PocketBase's truncate does: one by one in one
+    /// transaction, each with its relations' cascades and its plugin hooks (before-delete on
+    /// every record first, in-transaction after each delete; any refusal refuses the whole
+    /// truncate), every delete announced to the feed once it all committed, the deleted
+    /// records' files removed then. Superusers only: no rule applies.
+    pub(crate) async fn truncate(&self, c: &Arc<Collection>) -> Result<()> {
+        writable(c)?;
+        let reg = self.records.plugins.registry();
+        let slots = reg.hooks(&c.id);
+        let before = slots.map_or(&[][..], |s| s.before_delete.as_slice());
+        // Before-delete runs off the writer, on the records read then. Records created in the
+        // meantime were not asked about: the writer sees them, deletes nothing, and the next
+        // round asks about them.
+        let mut asked: HashSet<String> = HashSet::new();
+        for _ in 0..TRUNCATE_ROUNDS {
+            if !before.is_empty() {
+                self.ask_before_delete(c, before, &mut asked).await?;
+            }
+            let check = (!before.is_empty()).then(|| Arc::new(asked.clone()));
+            match self.truncate_once(c, slots, check).await? {
+                Truncated::Done { folders, .. } => {
+                    if !folders.is_empty() {
+                        let files = Arc::clone(&self.records.files);
+                        let work = crate::files::FileWork {
+                            folders,
+                            ..Default::default()
+                        };
+                        let _ = tokio::task::spawn_blocking(move || files.apply(work)).await;
+                        self.records.files.settle_all().await;
+                    }
+                    return Ok(());
+                }
+                Truncated::Unasked => continue,
+                Truncated::Stopped(stop) => return Err(refused(stop, MSG_TRUNCATE_FAILED)),
+            }
+        }
+        tracing::warn!(collection = %c.name, "truncate gave up: records kept being created");
+        Err(RecordError::Refused(MSG_TRUNCATE_FAILED))
+    }
+
+    /// Run the before-delete hooks on every record of `c` not in `asked`, adding each.
+    async fn ask_before_delete(
+        &self,
+        c: &Arc<Collection>,
+        hooks: &[Arc<Loaded>],
+        asked: &mut HashSet<String>,
+    ) -> Result<()> {
+        let rows = self
+            .records
+            .store
+            .read(|conn| store_records::all(conn, c))
+            .await?;
+        let facts = self.facts();
+        for row in rows {
+            let id = c.stored_text(&row, "id").to_owned();
+            if asked.contains(&id) {
+                continue;
+            }
+            let rec = PluginRecord::from_stored(c, &row);
+            for h in hooks {
+                match h.before_delete(Arc::clone(&facts), &rec).await {
+                    HookOutcome::Proceed(_) => {}
+                    HookOutcome::Rejected(r) => return Err(RecordError::Rejected(r)),
+                    HookOutcome::Failed(e) => return Err(hook_failed(MSG_TRUNCATE_FAILED, &e)),
+                }
+            }
+            asked.insert(id);
+        }
+        Ok(())
+    }
+
+    /// One try at a truncate on the writer. With `asked`, a record not in it stops the try
+    /// before anything is deleted.
+    async fn truncate_once(
+        &self,
+        c: &Arc<Collection>,
+        slots: Option<&HookSlots>,
+        asked: Option<Arc<HashSet<String>>>,
+    ) -> Result<Truncated> {
+        let schema = self.records.store.schema();
+        let in_tx = self.in_tx(slots);
+        let feed = Arc::clone(&self.records.feed);
+        let announce = notice_wanted(&feed, c);
+        let into_files = draft::cascades_into_files(&schema, c);
+        // Each record as it was is read when someone hears of it or a hook sees it.
+        let whole = announce || in_tx.is_some();
+        let actor = self.access.who.map(super::Caller::principal);
+        let c2 = Arc::clone(c);
+        // The deletes reach the feed right after the COMMIT, in order, as one delete's do.
+        let notify: Option<OnCommit<Truncated>> = announce.then(|| {
+            let c = Arc::clone(c);
+            Box::new(move |out: &Truncated| {
+                let Truncated::Done { gone, .. } = out else {
+                    return None;
+                };
+                let mut changes = Vec::new();
+                for (row, cascaded) in gone {
+                    delete_changes(&c, row, cascaded, &actor, &mut changes);
+                }
+                Some(Box::new(move || {
+                    for ch in changes {
+                        feed.publish(ch);
+                    }
+                }) as Announce)
+            }) as OnCommit<Truncated>
+        });
+        self.records
+            .store
+            .write_then(
+                move |conn| {
+                    conn.savepoint(|tx| {
+                        let rows: Vec<(String, Option<StoreRecord>)> = if whole {
+                            store_records::all(tx, &c2)?
+                                .into_iter()
+                                .map(|r| (c2.stored_text(&r, "id").to_owned(), Some(r)))
+                                .collect()
+                        } else {
+                            store_records::all_ids(tx, &c2)
+                                .map(|ids| ids.into_iter().map(|id| (id, None)).collect())?
+                        };
+                        if let Some(asked) = &asked
+                            && rows.iter().any(|(id, _)| !asked.contains(id))
+                        {
+                            return Ok(Keep::Rollback(Truncated::Unasked));
+                        }
+                        let mut gone = Vec::new();
+                        let mut folders = Vec::new();
+                        for (id, row) in rows {
+                            let mut trail = (announce || into_files).then(Vec::new);
+                            store_records::delete(tx, &schema, &c2, &id, 0, trail.as_mut())?;
+                            let trail = trail.unwrap_or_default();
+                            cascaded_folders(&trail, &mut folders);
+                            if c2.has_files() {
+                                folders.push((c2.id.clone(), id));
+                            }
+                            if let (Some(hooks), Some(row)) = (&in_tx, &row) {
+                                let rec = PluginRecord::from_stored(&c2, row);
+                                if let Some(stop) = hooks.run(Action::Delete, &rec, tx) {
+                                    return Ok(Keep::Rollback(Truncated::Stopped(stop)));
+                                }
+                            }
+                            if announce && let Some(row) = row {
+                                gone.push((row, trail));
+                            }
+                        }
+                        Ok(Keep::Commit(Truncated::Done { gone, folders }))
+                    })
+                },
+                notify,
+            )
+            .await
+            .map_err(|e| match e {
+                StoreError::RequiredRelation => RecordError::Refused(MSG_TRUNCATE_FAILED),
+                other => RecordError::Store(other),
+            })
     }
 }

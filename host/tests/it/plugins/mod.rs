@@ -324,6 +324,58 @@ fn record_hooks_patch_reject_and_run_in_the_transaction_and_after_commit() {
         s.req("GET", &format!("{posts}/{second}"), None, None).json["slug"],
         "second"
     );
+
+    // A truncate deletes record by record, as PocketBase's does: before-delete is asked about
+    // every post and one refusal keeps them all; then each delete runs in-transaction and
+    // reaches after-commit.
+    let r = s.req("POST", posts, None, Some(&json!({"title": "keep-forever"})));
+    assert_eq!(r.status, 200, "{}", r.json);
+    let kept = r.json["id"].as_str().unwrap().to_owned();
+    let truncate = "/api/collections/posts/truncate";
+    let keep = rejection(
+        "title",
+        "validation_audit_keep",
+        "This post is kept forever.",
+        "Failed to delete record.",
+    );
+    let r = s.req("DELETE", truncate, Some(&su), None);
+    assert_eq!((r.status, &r.json), (400, &keep));
+    let r = s.req("DELETE", &format!("{posts}/{kept}"), None, None);
+    assert_eq!((r.status, &r.json), (400, &keep));
+    assert_eq!(count(&s, &su, "posts", ""), 2);
+    assert_eq!(count(&s, &su, "audit_log", ""), 5);
+    let r = s.req(
+        "PATCH",
+        &format!("{posts}/{kept}"),
+        None,
+        Some(&json!({"title": "let go"})),
+    );
+    assert_eq!(r.status, 200, "{}", r.json);
+    assert_eq!(s.req("DELETE", truncate, Some(&su), None).status, 204);
+    assert_eq!(count(&s, &su, "posts", ""), 0);
+    for id in [&second, &kept] {
+        assert_eq!(
+            count(
+                &s,
+                &su,
+                "audit_log",
+                &format!("action = 'delete' && record = '{id}'")
+            ),
+            1,
+            "the truncate's in-transaction audit row of {id}"
+        );
+    }
+    let stats = eventually("after-commit of the truncate's deletes", || {
+        let r = s.req("GET", "/api/audit/stats", None, None);
+        (r.json["commits"] == 8).then_some(r.json)
+    });
+    assert!(
+        stats["titles"]
+            .as_str()
+            .unwrap()
+            .ends_with(",keep-forever,let go,Second post,let go"),
+        "{stats}"
+    );
 }
 
 #[test]
