@@ -87,57 +87,173 @@ static URL_RE: LazyLock<regex::Regex> = LazyLock::new(|| {
     regex::Regex::new(&pattern).expect("static regex")
 });
 
-/// The host part of a URL as Go's `url.Parse` finds it ("" without an authority).
-fn url_host(s: &str) -> &str {
-    let rest = match s.find(':') {
-        Some(i)
-            if s[..i].starts_with(|c: char| c.is_ascii_alphabetic())
-                && s[..i]
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b)) =>
-        {
-            &s[i + 1..]
+/// What Go's `url.Parse` makes of `s`, as far as `IsURL` looks: the host and the path, both
+/// unescaped, or None where Go refuses the text (a control byte, a colon in a scheme-less first
+/// segment, a bad port, a character a host may not hold, a broken `%` escape...).
+fn go_url_parse(s: &str) -> Option<(String, String)> {
+    if s.bytes().any(|b| b < 0x20 || b == 0x7f) {
+        return None;
+    }
+    let (s, fragment) = s.split_once('#').unwrap_or((s, ""));
+    go_unescape(fragment, Part::Other)?;
+    if s == "*" {
+        return Some((String::new(), "*".into()));
+    }
+    let (scheme, rest) = go_scheme(s)?;
+    let rest = match rest.strip_suffix('?') {
+        Some(r) if !r.contains('?') => r,
+        _ => rest.split_once('?').map_or(rest, |(r, _)| r),
+    };
+    if !rest.starts_with('/') {
+        if !scheme.is_empty() {
+            // A rootless path after a scheme is opaque: no host, no path.
+            return Some((String::new(), String::new()));
         }
-        _ => s,
+        if rest.split('/').next().unwrap_or("").contains(':') {
+            return None;
+        }
+    }
+    let (host, path) = match rest.strip_prefix("//") {
+        Some(auth) if !scheme.is_empty() || !rest.starts_with("///") => {
+            let (authority, path) = auth.split_at(auth.find('/').unwrap_or(auth.len()));
+            (go_authority(authority)?, path)
+        }
+        _ => (String::new(), rest),
     };
-    let Some(auth) = rest.strip_prefix("//") else {
-        return "";
-    };
-    let auth = &auth[..auth.find(['/', '?', '#']).unwrap_or(auth.len())];
-    auth.rsplit_once('@').map_or(auth, |(_, h)| h)
+    Some((host, go_unescape(path, Part::Other)?))
 }
 
-/// govalidator's `IsURL`, which PocketBase's url fields (and OAuth2 provider URLs) use.
-pub(crate) fn is_url(s: &str) -> bool {
-    let runes = s.chars().count();
-    if runes >= 2083 || s.len() <= 3 || s.starts_with('.') {
-        return false;
-    }
-    let lower = s.to_lowercase();
-    if [
-        "http//", "https//", "ftp//", "tcp//", "udp//", "ws//", "wss//",
-    ]
-    .iter()
-    .any(|p| lower.starts_with(p))
-    {
-        return false;
-    }
-    let with_scheme;
-    let parsed = if s.contains(':') && !s.contains("://") {
-        with_scheme = format!("http://{s}");
-        with_scheme.as_str()
-    } else {
-        s
-    };
-    let host = url_host(parsed);
-    if host.starts_with('.') || host.contains(' ') {
-        return false;
-    }
-    if host.is_empty() {
-        let path = parsed.split(['?', '#']).next().unwrap_or("");
-        if !path.is_empty() && !path.contains('.') {
-            return false;
+/// A URL's scheme and the rest, as Go's `getScheme` splits them (no scheme: "" and `s`).
+fn go_scheme(s: &str) -> Option<(&str, &str)> {
+    for (i, b) in s.bytes().enumerate() {
+        match b {
+            b'a'..=b'z' | b'A'..=b'Z' => {}
+            b'0'..=b'9' | b'+' | b'-' | b'.' if i > 0 => {}
+            b':' if i == 0 => return None,
+            b':' => return Some((&s[..i], &s[i + 1..])),
+            _ => return Some(("", s)),
         }
+    }
+    Some(("", s))
+}
+
+/// The host of an authority (`user@host:port`), unescaped, as Go's `parseAuthority` reads it.
+fn go_authority(authority: &str) -> Option<String> {
+    let (user, host) = match authority.rfind('@') {
+        Some(i) => (Some(&authority[..i]), &authority[i + 1..]),
+        None => (None, authority),
+    };
+    let port_ok = |p: &str| {
+        p.is_empty()
+            || p.strip_prefix(':')
+                .is_some_and(|d| d.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let host = if host.starts_with('[') {
+        let close = host.rfind(']')?;
+        if !port_ok(&host[close + 1..]) {
+            return None;
+        }
+        match host[..close].find("%25") {
+            Some(zone) => {
+                let mut h = go_unescape(&host[..zone], Part::Host)?;
+                h.push_str(&go_unescape(&host[zone..close], Part::Zone)?);
+                h.push_str(&go_unescape(&host[close..], Part::Host)?);
+                h
+            }
+            None => go_unescape(host, Part::Host)?,
+        }
+    } else {
+        if let Some(i) = host.rfind(':')
+            && !port_ok(&host[i..])
+        {
+            return None;
+        }
+        go_unescape(host, Part::Host)?
+    };
+    if let Some(user) = user {
+        let allowed = |c: char| c.is_ascii_alphanumeric() || "-._:~!$&'()*+,;=%@".contains(c);
+        if !user.chars().all(allowed) {
+            return None;
+        }
+        for part in user.splitn(2, ':') {
+            go_unescape(part, Part::Other)?;
+        }
+    }
+    Some(host)
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Part {
+    Host,
+    Zone,
+    Other,
+}
+
+/// Go's `unescape` for the parts `url.Parse` unescapes: `%XX` decoded (None for a broken one);
+/// in a host, escapes only for bytes past ASCII (or `%25`), and no character a host may not
+/// hold.
+fn go_unescape(s: &str, part: Part) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' => {
+                let hex = |c: u8| (c as char).to_digit(16);
+                let (h, l) = (hex(*b.get(i + 1)?)?, hex(*b.get(i + 2)?)?);
+                if part == Part::Host && h < 8 && &s[i..i + 3] != "%25" {
+                    return None;
+                }
+                out.push(u8::try_from(h * 16 + l).ok()?);
+                i += 3;
+            }
+            c => {
+                if part != Part::Other
+                    && c < 0x80
+                    && !(c.is_ascii_alphanumeric() || b"-_.~!$&'()*+,;=:[]<>\"".contains(&c))
+                {
+                    return None;
+                }
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    Some(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// The host name of a URL without its port or brackets (Go's `URL.Hostname`), "" when Go
+/// finds no host.
+fn url_hostname(s: &str) -> String {
+    let host = go_url_parse(s).map(|(h, _)| h).unwrap_or_default();
+    let name = match host.rfind(':') {
+        Some(i) if host[i + 1..].bytes().all(|b| b.is_ascii_digit()) => &host[..i],
+        _ => &host,
+    };
+    let name = name
+        .strip_prefix('[')
+        .and_then(|n| n.strip_suffix(']'))
+        .unwrap_or(name);
+    name.to_owned()
+}
+
+/// govalidator's `IsURL`, which PocketBase uses for every URL it takes: url fields, OAuth2
+/// provider URLs, the settings' application URL and S3 endpoint.
+pub(crate) fn is_url(s: &str) -> bool {
+    if s.chars().count() >= 2083 || s.len() <= 3 || s.starts_with('.') {
+        return false;
+    }
+    // Without a scheme but with a colon (a port), it is parsed as if `http://` preceded it.
+    let parsed = if s.contains(':') && !s.contains("://") {
+        go_url_parse(&format!("http://{s}"))
+    } else {
+        go_url_parse(s)
+    };
+    let Some((host, path)) = parsed else {
+        return false;
+    };
+    if host.starts_with('.') || (host.is_empty() && !path.is_empty() && !path.contains('.')) {
+        return false;
     }
     URL_RE.is_match(s)
 }
@@ -912,7 +1028,7 @@ pub(crate) fn validate(f: &Field, v: &Value) -> Option<Value> {
             if !is_url(s) {
                 return Some(verr("validation_invalid_url", "Must be a valid url."));
             }
-            let host = url_host(s);
+            let host = &url_hostname(s);
             let only = f.opt_strings("onlyDomains");
             let except = f.opt_strings("exceptDomains");
             if (!only.is_empty() && !only.iter().any(|d| d == host))

@@ -104,7 +104,12 @@ fn check(v: &str, ok: fn(&str) -> bool, code: &str, message: &str) -> Option<Val
 }
 
 fn url(v: &str) -> Option<Value> {
-    check(v, is_url, "validation_is_url", "Must be a valid URL.")
+    check(
+        v,
+        crate::schema::value::is_url,
+        "validation_is_url",
+        "Must be a valid URL.",
+    )
 }
 
 fn host(v: &str) -> Option<Value> {
@@ -440,15 +445,6 @@ fn is_hex_color(s: &str) -> bool {
     matches!(hex.len(), 3 | 6) && hex.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// Characters other than ASCII that mail addresses, hosts and URLs may carry.
-fn wide(c: char) -> bool {
-    matches!(c, '\u{A0}'..='\u{D7FF}' | '\u{F900}'..='\u{FDCF}' | '\u{FDF0}'..='\u{FFEF}')
-}
-
-fn alnum(c: char) -> bool {
-    c.is_ascii_alphanumeric() || wide(c)
-}
-
 /// Settings' addresses are checked by the validator of record email fields (PocketBase uses
 /// one for both).
 pub(crate) use crate::schema::value::is_email;
@@ -470,74 +466,6 @@ fn is_host(s: &str) -> bool {
             && cs.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
     };
     !body.is_empty() && body.split('.').all(label_ok)
-}
-
-/// A URL as PocketBase's validator reads one: an optional scheme of its list (http, https, ftp,
-/// tcp, udp, ws, wss), an optional user, a host (a name, an IPv4 address, or `[IPv6]`), an
-/// optional port and a path, query or fragment without spaces.
-fn is_url(s: &str) -> bool {
-    if s.chars().count() >= 2083 || s.len() <= 3 || s.starts_with('.') {
-        return false;
-    }
-    let rest = match s.split_once("://") {
-        Some((scheme, rest)) => {
-            if !["http", "https", "ftp", "tcp", "udp", "ws", "wss"].contains(&scheme) {
-                return false;
-            }
-            rest
-        }
-        None => s,
-    };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(end);
-    if path.chars().any(char::is_whitespace) {
-        return false;
-    }
-    let hostport = match authority.rsplit_once('@') {
-        Some((user, hp)) => {
-            if user.is_empty() || user.chars().any(char::is_whitespace) {
-                return false;
-            }
-            hp
-        }
-        None => authority,
-    };
-    let (host, port) = if hostport.starts_with('[') {
-        let Some(close) = hostport.find(']') else {
-            return false;
-        };
-        let (h, after) = hostport.split_at(close + 1);
-        match after {
-            "" => (h, None),
-            _ => match after.strip_prefix(':') {
-                Some(p) => (h, Some(p)),
-                None => return false,
-            },
-        }
-    } else {
-        match hostport.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (hostport, None),
-        }
-    };
-    if let Some(p) = port
-        && (p.is_empty() || p.len() > 5 || !p.bytes().all(|b| b.is_ascii_digit()))
-    {
-        return false;
-    }
-    if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
-        return v6.parse::<std::net::Ipv6Addr>().is_ok();
-    }
-    // Without a scheme or a port, the text before any `?` or `#` is a path to PocketBase's URL
-    // parser, and a path without a dot is no URL.
-    if !s.contains(':') && !s[..s.find(['?', '#']).unwrap_or(s.len())].contains('.') {
-        return false;
-    }
-    let host = host.strip_suffix('.').unwrap_or(host);
-    if host.is_empty() || host.starts_with(['.', '-']) || host.ends_with('-') {
-        return false;
-    }
-    host.chars().all(|c| alnum(c) || "-_.".contains(c)) && !host.contains("..")
 }
 
 #[cfg(test)]
@@ -624,7 +552,7 @@ mod tests {
             "https://a.b/c?d#e",
             "http://[::1]:80/",
         ] {
-            assert!(is_url(ok), "{ok}");
+            assert!(crate::schema::value::is_url(ok), "{ok}");
         }
         for bad in [
             "bad url",
@@ -633,7 +561,7 @@ mod tests {
             "gopher://a.b",
             "http://a b.c",
         ] {
-            assert!(!is_url(bad), "{bad}");
+            assert!(!crate::schema::value::is_url(bad), "{bad}");
         }
         for ok in ["smtp.example.com", "1.2.3.4", "::1", "a_b", "x."] {
             assert!(is_host(ok), "{ok}");

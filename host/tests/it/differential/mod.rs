@@ -1,5 +1,5 @@
 //! Differential tests: generated requests sent to ferrobase and to the reference PocketBase
-//! 0.40.6 started by the test, their answers compared. Four suites share this plumbing:
+//! 0.40.6 started by the test, their answers compared. Five suites share this plumbing:
 //!
 //! * `filters`: filters and sorts over a fixed fixture, compared id for id;
 //! * `collections`: collection definitions and updates (names, every field type and its
@@ -11,6 +11,8 @@
 //! * `expand`: expand paths (self-relations, back-relations in both syntaxes, multi relations,
 //!   relations to collections with restrictive view rules, depths 1 to 8) with `fields`,
 //!   compared JSON for JSON.
+//! * `urls`: URL-like strings as url field values and as `meta.appURL` (PocketBase judges both
+//!   with one rule), compared verdict for verdict.
 //!
 //! Run one suite: `cargo test --release -p ferrobase --test it differential::records`.
 //!
@@ -35,6 +37,7 @@ mod collections;
 mod expand;
 mod filters;
 mod records;
+mod urls;
 
 use crate::common::{Resp, Server};
 use serde_json::{Map, Value};
