@@ -225,3 +225,56 @@ test("delete a collection with the typed confirmation", async () => {
   await page.waitForSelector('[data-testid="toast"]:has-text("deleted")');
   assert.equal((await h.api("/api/collections/post_titles")).status, 404);
 });
+
+test("the sidebar picks up collections changed elsewhere once the window is back in view", async () => {
+  await page.waitForSelector('[data-testid="collection-editor"]', { state: "detached" });
+  await h.goto(page, "/collections");
+  await page.waitForSelector('[data-testid="collection-link"]:has-text("posts")');
+  const link = page.locator('[data-testid="collection-link"]:has-text("made_elsewhere")');
+  const lists = []; // the dashboard's reads of the collections list
+  const onRequest = (r) => { if (r.method() === "GET" && new URL(r.url()).pathname === "/api/collections") lists.push(r.url()); };
+  page.on("request", onRequest);
+  try {
+    const made = await h.api("/api/collections", { method: "POST", body: { name: "made_elsewhere", type: "base", fields: [{ name: "title", type: "text" }] } });
+    assert.equal(made.status, 200, JSON.stringify(made.body));
+    await page.waitForTimeout(500);
+    assert.equal(await link.count(), 0, "no refresh without an event");
+
+    // Coming back to a tab fires visibilitychange and then focus: one refresh serves both.
+    await page.evaluate(() => {
+      document.dispatchEvent(new Event("visibilitychange"));
+      window.dispatchEvent(new Event("focus"));
+    });
+    await link.waitFor();
+    await page.waitForTimeout(600);
+    assert.equal(lists.length, 1, lists.join("\n"));
+
+    // Nothing is fetched while the tab is hidden.
+    assert.equal((await h.api("/api/collections/made_elsewhere", { method: "DELETE" })).status, 204);
+    await page.evaluate(() => {
+      Object.defineProperty(document, "visibilityState", { value: "hidden", configurable: true });
+      document.dispatchEvent(new Event("visibilitychange"));
+      window.dispatchEvent(new Event("focus"));
+    });
+    await page.waitForTimeout(600);
+    assert.equal(lists.length, 1, "nothing fetched while hidden");
+    assert.equal(await link.count(), 1);
+
+    // Visible again: the deleted collection leaves the sidebar.
+    await page.evaluate(() => {
+      delete document.visibilityState;
+      document.dispatchEvent(new Event("visibilitychange"));
+    });
+    await link.waitFor({ state: "detached" });
+    assert.equal(lists.length, 2);
+
+    // A focus alone refreshes too (another window was in front).
+    const made2 = await h.api("/api/collections", { method: "POST", body: { name: "made_elsewhere", type: "base" } });
+    assert.equal(made2.status, 200);
+    await page.evaluate(() => window.dispatchEvent(new Event("focus")));
+    await link.waitFor();
+    assert.deepEqual(page.errors, []);
+  } finally {
+    page.off("request", onRequest);
+  }
+});

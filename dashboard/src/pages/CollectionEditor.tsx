@@ -1,5 +1,5 @@
 import type { CollectionModel } from "pocketbase";
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { pb } from "../pb";
 import {
   Modal, Tabs, TextField, TextAreaField, NumberField, CheckboxField, ListField, ErrorBox, Badge,
@@ -7,6 +7,7 @@ import {
 } from "../ui";
 import { reloadCollections } from "../collectionsStore";
 import { FIELD_TYPES, FieldOptions, newField, AnyField } from "./fieldTypes";
+import { OAuth2Providers } from "./OAuth2Providers";
 
 type C = Record<string, any>;
 
@@ -89,6 +90,19 @@ export function CollectionEditor(props: { collection?: CollectionModel; onClose:
 
   const set = (patch: C) => setC((cur) => ({ ...cur, ...patch }));
   const fields: AnyField[] = c.fields ?? [];
+  // The OAuth2 providers saved on the server: each has a client secret there that answers
+  // never show (one sent without a secret keeps it).
+  const storedProviders = useMemo<string[]>(() => {
+    if (isNew) return [];
+    const ps = JSON.parse(initial.current)?.oauth2?.providers;
+    return Array.isArray(ps) ? ps.map((x: C) => x?.name).filter(Boolean) : [];
+  }, [version]);
+  const clearErrors = (prefix: string) => setErrs((cur) => Object.fromEntries(Object.entries(cur).filter(([k]) => !k.startsWith(prefix))));
+  // After a failed save, bring the first field error into view (it may be far down a tab).
+  useEffect(() => {
+    if (!Object.keys(errs).length) return;
+    document.querySelector('#collection-form [data-testid="field-error"]')?.scrollIntoView({ block: "nearest" });
+  }, [errs]);
   const setFields = (fs: AnyField[]) => set({ fields: fs });
 
   async function save(e?: Event) {
@@ -211,7 +225,7 @@ export function CollectionEditor(props: { collection?: CollectionModel; onClose:
           </div>
         )}
         {activeTab === "indexes" && <IndexesEditor c={c} set={set} errs={errs} />}
-        {activeTab === "options" && <AuthOptions c={c} set={set} errs={errs} />}
+        {activeTab === "options" && <AuthOptions c={c} set={set} errs={errs} clearErrors={clearErrors} storedProviders={storedProviders} />}
       </form>
     </Modal>
   );
@@ -373,12 +387,10 @@ const TEMPLATES: Array<[string, string]> = [
   ["authAlert.emailTemplate", "Sign-in alert"],
 ];
 
-function AuthOptions(p: { c: C; set: (patch: C) => void; errs: Record<string, string> }) {
+function AuthOptions(p: { c: C; set: (patch: C) => void; errs: Record<string, string>; clearErrors: (prefix: string) => void; storedProviders: string[] }) {
   const c = p.c;
   const sub = (k: string, patch: C) => p.set({ [k]: { ...(c[k] ?? {}), ...patch } });
   const e = p.errs;
-  const [oauthText, setOauthText] = useState(() => JSON.stringify(c.oauth2?.providers ?? [], null, 2));
-  const [oauthErr, setOauthErr] = useState<string | null>(null);
   const dur = (k: string, label: string) => (
     <NumberField label={label} value={c[k]?.duration} onChange={(v) => sub(k, { duration: v ?? 0 })} error={e[`${k}.duration`]} hint="seconds" />
   );
@@ -408,19 +420,8 @@ function AuthOptions(p: { c: C; set: (patch: C) => void; errs: Record<string, st
       <div class="card">
         <h2>OAuth2</h2>
         <CheckboxField switch label="Sign in with OAuth2 providers" checked={!!c.oauth2?.enabled} onChange={(v) => sub("oauth2", { enabled: v })} error={e["oauth2.enabled"]} />
-        <TextAreaField label="Providers (JSON)" mono rows={5} value={oauthText} error={oauthErr ?? e["oauth2.providers"]}
-          hint='e.g. [{"name":"google","clientId":"…","clientSecret":"…"}]'
-          onChange={(v) => {
-            setOauthText(v);
-            try {
-              const parsed = JSON.parse(v || "[]");
-              if (!Array.isArray(parsed)) throw new Error("must be a list");
-              setOauthErr(null);
-              sub("oauth2", { providers: parsed });
-            } catch (x: any) {
-              setOauthErr(`Invalid JSON: ${x.message}`);
-            }
-          }} />
+        <OAuth2Providers oauth2={c.oauth2 ?? {}} set={(patch) => sub("oauth2", patch)} errs={e} clearErrors={p.clearErrors}
+          stored={p.storedProviders} fields={c.fields ?? []} />
       </div>
       <div class="card">
         <h2>Sign-in alerts</h2>
