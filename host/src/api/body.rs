@@ -253,7 +253,7 @@ async fn parse_into(
     if ct.starts_with("application/x-www-form-urlencoded") {
         let mut data = Map::new();
         let mut payloads = Vec::new();
-        for (k, v) in url_pairs(&String::from_utf8_lossy(&bytes)) {
+        for (k, v) in crate::http::url_pairs(&String::from_utf8_lossy(&bytes)) {
             if k == "@jsonPayload" {
                 payloads.push(v);
                 continue;
@@ -275,44 +275,6 @@ async fn parse_into(
         });
     }
     Err(BindError::Unsupported)
-}
-
-/// `a=1&b=x+y` pairs, percent-decoded: query strings and urlencoded bodies alike.
-pub(crate) fn url_pairs(q: &str) -> Vec<(String, String)> {
-    q.split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (percent_decode(k), percent_decode(v))
-        })
-        .collect()
-}
-
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => {
-                match std::str::from_utf8(&b[i + 1..i + 3])
-                    .ok()
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())
-                {
-                    Some(v) => {
-                        out.push(v);
-                        i += 3;
-                        continue;
-                    }
-                    None => out.push(b'%'),
-                }
-            }
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    lossy_utf8(&out)
 }
 
 async fn parse_multipart<S>(
@@ -366,7 +328,7 @@ where
             continue;
         }
         let raw = field.bytes().await.map_err(&why)?;
-        let text = lossy_utf8(&raw);
+        let text = crate::http::lossy_utf8(&raw);
         if name == "@jsonPayload" {
             payloads.push(text);
         } else {
@@ -425,26 +387,6 @@ fn base_name(name: &str) -> String {
         return "/".to_owned();
     }
     trimmed.rsplit('/').next().unwrap_or(trimmed).to_owned()
-}
-
-/// Text as Go reads bytes that are not all UTF-8: each byte of an invalid sequence becomes one
-/// U+FFFD (no charset sniffing: a leading FF FE is not UTF-16 here).
-fn lossy_utf8(mut b: &[u8]) -> String {
-    let mut out = String::with_capacity(b.len());
-    loop {
-        match std::str::from_utf8(b) {
-            Ok(s) => {
-                out.push_str(s);
-                return out;
-            }
-            Err(e) => {
-                let (ok, rest) = b.split_at(e.valid_up_to());
-                out.push_str(std::str::from_utf8(ok).unwrap_or_default());
-                out.push('\u{fffd}');
-                b = rest.get(1..).unwrap_or_default();
-            }
-        }
-    }
 }
 
 #[cfg(test)]
@@ -522,7 +464,7 @@ mod tests {
 
     #[test]
     fn urlencoded_pairs_decode() {
-        let p = url_pairs("a=1&b=x+y&c=%41%42&tags=a&tags=b");
+        let p = crate::http::url_pairs("a=1&b=x+y&c=%41%42&tags=a&tags=b");
         assert_eq!(p[1], ("b".into(), "x y".into()));
         assert_eq!(p[2], ("c".into(), "AB".into()));
         let mut m = Map::new();

@@ -516,7 +516,7 @@ pub(crate) fn find_collection(state: &AppState, key: &str) -> Option<Arc<Collect
 
 pub(crate) fn query_map(raw: Option<&str>) -> Map<String, Value> {
     let mut m = Map::new();
-    for (k, v) in body::url_pairs(raw.unwrap_or("")) {
+    for (k, v) in crate::http::url_pairs(raw.unwrap_or("")) {
         m.entry(k).or_insert(Value::String(v));
     }
     m

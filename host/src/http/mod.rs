@@ -1,7 +1,7 @@
 //! Owns the accepted connections: HTTP/1 through hyper, the header-read and idle timeouts, the
 //! connection cap, framing checks and graceful shutdown. Knows nothing of routes or JSON shapes.
 //! Also the TLS settings every outbound https connection shares ([`client_tls`]: S3, OAuth2
-//! providers).
+//! providers) and urlencoded text as Go's `net/url` decodes it ([`url_pairs`]).
 //!
 //! Why not `axum::serve`: it has no header-read timeout, no idle timeout and no connection cap,
 //! so clients that send their headers a byte at a time held a descriptor each, for ever, and a
@@ -290,4 +290,63 @@ pub(crate) fn client_tls() -> Result<Arc<rustls::ClientConfig>, String> {
             .map_err(|e| e.to_string())
         })
         .clone()
+}
+
+/// `a=1&b=x+y` pairs, percent-decoded: query strings and urlencoded bodies alike, ours and the
+/// form answers of OAuth2 providers.
+pub(crate) fn url_pairs(q: &str) -> Vec<(String, String)> {
+    q.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (percent_decode(k), percent_decode(v))
+        })
+        .collect()
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                match std::str::from_utf8(&b[i + 1..i + 3])
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                {
+                    Some(v) => {
+                        out.push(v);
+                        i += 3;
+                        continue;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    lossy_utf8(&out)
+}
+
+/// Text as Go reads bytes that are not all UTF-8: each byte of an invalid sequence becomes one
+/// U+FFFD (no charset sniffing: a leading FF FE is not UTF-16 here).
+pub(crate) fn lossy_utf8(mut b: &[u8]) -> String {
+    let mut out = String::with_capacity(b.len());
+    loop {
+        match std::str::from_utf8(b) {
+            Ok(s) => {
+                out.push_str(s);
+                return out;
+            }
+            Err(e) => {
+                let (ok, rest) = b.split_at(e.valid_up_to());
+                out.push_str(std::str::from_utf8(ok).unwrap_or_default());
+                out.push('\u{fffd}');
+                b = rest.get(1..).unwrap_or_default();
+            }
+        }
+    }
 }

@@ -664,33 +664,9 @@ impl Token {
 }
 
 fn form_decode(s: &str) -> Map<String, Value> {
-    fn unescape(s: &str) -> String {
-        let b = s.as_bytes();
-        let mut out = Vec::with_capacity(b.len());
-        let mut i = 0;
-        while i < b.len() {
-            match b[i] {
-                b'+' => out.push(b' '),
-                b'%' if i + 2 < b.len() => {
-                    let hex = |c: u8| char::from(c).to_digit(16);
-                    match (hex(b[i + 1]), hex(b[i + 2])) {
-                        (Some(h), Some(l)) => {
-                            out.push((h * 16 + l) as u8);
-                            i += 2;
-                        }
-                        _ => out.push(b'%'),
-                    }
-                }
-                c => out.push(c),
-            }
-            i += 1;
-        }
-        String::from_utf8_lossy(&out).into_owned()
-    }
     let mut m = Map::new();
-    for pair in s.split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        m.entry(unescape(k)).or_insert(Value::String(unescape(v)));
+    for (k, v) in crate::http::url_pairs(s) {
+        m.entry(k).or_insert(Value::String(v));
     }
     m
 }
