@@ -27,7 +27,7 @@ pub(crate) fn paging(q: &Map<String, Value>, limits: &Limits) -> ApiResult<(i64,
     let int = |k: &str, default: i64| -> ApiResult<i64> {
         match q.get(k).and_then(Value::as_str) {
             None | Some("") => Ok(default),
-            Some(s) => s.trim().parse::<i64>().map_err(|_| ApiError::bad_request()),
+            Some(s) => s.parse::<i64>().map_err(|_| ApiError::bad_request()),
         }
     };
     let page = int("page", 1)?.max(1);

@@ -1,5 +1,5 @@
 //! Differential tests: generated requests sent to ferrobase and to the reference PocketBase
-//! 0.40.6 started by the test, their answers compared. Six suites share this plumbing:
+//! 0.40.6 started by the test, their answers compared. Seven suites share this plumbing:
 //!
 //! * `filters`: filters and sorts over a fixed fixture, compared id for id;
 //! * `collections`: collection definitions and updates (names, every field type and its
@@ -11,6 +11,8 @@
 //! * `expand`: expand paths (self-relations, back-relations in both syntaxes, multi relations,
 //!   relations to collections with restrictive view rules, depths 1 to 8) with `fields`,
 //!   compared JSON for JSON.
+//! * `listing`: `page`, `perPage`, `skipTotal`, `sort`, `fields` (with `:excerpt`) and simple
+//!   filters over a fixed collection, compared by status, error body, paging numbers and items;
 //! * `emails`: address-like strings as email field values and as `meta.senderAddress` (one
 //!   rule in PocketBase), compared verdict for verdict;
 //! * `urls`: URL-like strings as url field values and as `meta.appURL` (PocketBase judges both
@@ -39,6 +41,7 @@ mod collections;
 mod emails;
 mod expand;
 mod filters;
+mod listing;
 mod records;
 mod urls;
 
