@@ -89,7 +89,7 @@ fn query(rng: &mut Rng) -> String {
     ];
     for (name, pool, pct) in params {
         if rng.pct(pct) {
-            let v: &str = *rng.pick(pool);
+            let v = *rng.pick(pool);
             parts.push(format!("{name}={}", enc(v)));
         }
     }
