@@ -1,5 +1,5 @@
 //! Differential tests: generated requests sent to ferrobase and to the reference PocketBase
-//! 0.40.6 started by the test, their answers compared. Seven suites share this plumbing:
+//! 0.40.6 started by the test, their answers compared. Eight suites share this plumbing:
 //!
 //! * `filters`: filters and sorts over a fixed fixture, compared id for id;
 //! * `collections`: collection definitions and updates (names, every field type and its
@@ -11,6 +11,8 @@
 //! * `expand`: expand paths (self-relations, back-relations in both syntaxes, multi relations,
 //!   relations to collections with restrictive view rules, depths 1 to 8) with `fields`,
 //!   compared JSON for JSON.
+//! * `collections_list`: `GET /api/collections` with generated paging, sorts, filters and
+//!   `fields`, compared by status, paging numbers and the collections listed;
 //! * `listing`: `page`, `perPage`, `skipTotal`, `sort`, `fields` (with `:excerpt`) and simple
 //!   filters over a fixed collection, compared by status, error body, paging numbers and items;
 //! * `emails`: address-like strings as email field values and as `meta.senderAddress` (one
@@ -38,6 +40,7 @@
 //! fail.
 
 mod collections;
+mod collections_list;
 mod emails;
 mod expand;
 mod filters;
