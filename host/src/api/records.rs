@@ -427,13 +427,15 @@ pub(crate) async fn view(
         true,
     )
     .and_then(|d| d.reading(manage.as_ref()));
-    let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
-        .map_err(|_| ApiError::bad_request())?;
     let expand = read::expanding(&schema, &access, q.get("expand").and_then(Value::as_str));
     // A view that reads only its own row is kept until that row changes (its rowid says which).
     let by_row = deps.as_ref().is_some_and(|d| !d.row_tables.is_empty());
     let (row, expanded, managed, rowid) =
         read::view(&state.store, &c, id, rule, expand, manage, by_row).await?;
+    // As in PocketBase, `fields` is read when the answer is written: a record that is not
+    // there (or not visible) is a 404 before a bad `fields` is a 400.
+    let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
+        .map_err(|_| ApiError::bad_request())?;
     let mut view = access.viewer();
     view.owner_view = managed;
     let body = Bytes::from(

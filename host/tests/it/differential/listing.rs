@@ -1,4 +1,4 @@
-//! Listing: generated `page`, `perPage`, `skipTotal`, `sort`, `fields` (with `:excerpt`) and
+//! Listing and viewing: generated `page`, `perPage`, `skipTotal`, `sort`, `fields` (with `:excerpt`) and
 //! simple filters over a fixed collection, sent to both servers; statuses, error bodies, the
 //! paging numbers and the items (their ids and fields, in order) compared.
 //!
@@ -189,6 +189,78 @@ fn generated_list_queries_page_sort_and_pick_fields_as_the_reference_does() {
     assert!(
         mismatches.is_empty(),
         "{} of {n} list queries answered otherwise than by PocketBase (seed {seed:#x}):\n{}",
+        mismatches.len(),
+        mismatches
+            .iter()
+            .take(12)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+/// One record's view with generated `fields` (and a few other parameters that a view ignores
+/// or refuses), on the same fixture.
+#[test]
+fn generated_record_views_pick_fields_as_the_reference_does() {
+    let Some(Pair {
+        reference,
+        subject,
+        ref_su,
+        sub_su,
+        subject_name,
+    }) = start_pair()
+    else {
+        return;
+    };
+    let (seed, n) = (seed(), cases("DIFF_LIST_CASES", 400) / 2);
+    println!("view differential: seed={seed:#x} cases={n}");
+    fixture(&reference, &ref_su);
+    fixture(&subject, &sub_su);
+    let mut rng = Rng::new(seed);
+    let mut mismatches = Vec::new();
+    for _ in 0..n {
+        let id = match rng.below(10) {
+            0 => "nope".to_owned(),
+            1 => "thing000000006".to_owned(),
+            _ => format!("thing{:010}", rng.below(61)),
+        };
+        let mut parts = Vec::new();
+        if rng.pct(80) {
+            let v = *rng.pick(FIELDS);
+            parts.push(format!("fields={}", enc(v)));
+        }
+        if rng.pct(20) {
+            let v = *rng.pick(&["", "nope", "title"]);
+            parts.push(format!("expand={}", enc(v)));
+        }
+        if rng.pct(20) {
+            let v = *rng.pick(SORTS);
+            parts.push(format!("sort={}", enc(v)));
+        }
+        let path = format!("/api/collections/things/records/{id}?{}", parts.join("&"));
+        let strip = |r: crate::common::Resp| {
+            let mut v = r.json;
+            for k in ["created", "updated"] {
+                if let Some(o) = v.as_object_mut()
+                    && o.contains_key(k)
+                {
+                    o.insert(k.into(), json!("<ts>"));
+                }
+            }
+            json!({"status": r.status, "body": v})
+        };
+        let want = strip(reference.req("GET", &path, None, None));
+        let got = strip(subject.req("GET", &path, None, None));
+        if want != got {
+            mismatches.push(format!(
+                "{path}\n  reference: {want}\n  {subject_name}: {got}"
+            ));
+        }
+    }
+    assert!(
+        mismatches.is_empty(),
+        "{} of {n} views answered otherwise than by PocketBase (seed {seed:#x}):\n{}",
         mismatches.len(),
         mismatches
             .iter()
