@@ -1,8 +1,10 @@
-//! Listing and viewing: generated `page`, `perPage`, `skipTotal`, `sort`, `fields` (with `:excerpt`) and
-//! simple filters over a fixed collection, sent to both servers; statuses, error bodies, the
-//! paging numbers and the items (their ids and fields, in order) compared.
+//! Listing and viewing: generated `page`, `perPage`, `skipTotal`, `sort`, `fields` (with
+//! `:excerpt`) and simple filters over a fixed collection, sent to both servers; statuses, error
+//! bodies, the paging numbers and the items (their ids and fields, in order) compared. Views of
+//! one record (present or not) with generated `fields` too.
 //!
-//! `DIFF_LIST_CASES` sets the number of requests (default 400 times `DIFF_SCALE`).
+//! `DIFF_LIST_CASES` sets the number of list requests (default 400 times `DIFF_SCALE`; half as
+//! many views).
 
 use super::{Pair, Rng, cases, seed, start_pair};
 use crate::common::enc;
