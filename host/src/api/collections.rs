@@ -470,7 +470,9 @@ pub(crate) async fn scaffolds(_su: Superuser) -> ApiResult<Response> {
             c.fields.clear();
         }
         if kind == "auth" {
-            c.indexes = define::auth_indexes("", "").into();
+            // Without a collection id, PocketBase names the indexes with a random suffix.
+            let suffix = crate::schema::ids::lower_alnum(10);
+            c.indexes = define::auth_indexes(&suffix, "").into();
         }
         out.insert(kind.into(), c.to_api_json());
     }

@@ -11,6 +11,7 @@ mod collections;
 mod dashboard;
 pub(crate) mod error;
 mod extract;
+mod fields;
 mod files;
 mod health;
 mod logs;
@@ -29,6 +30,7 @@ use crate::schema::Collection;
 use crate::store::{Store, records as store_records};
 use axum::Router;
 use axum::extract::Request;
+use axum::handler::Handler as _;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -370,13 +372,19 @@ async fn method_not_routed() -> ApiError {
 pub(crate) fn router(state: Shared) -> Router {
     trace::set_request_lines(state.cfg.log.requests);
     let api = Router::new()
-        .route("/api/health", get(health::health).head(health::health))
+        .route(
+            "/api/health",
+            get(health::health)
+                .head(health::health)
+                .layer(middleware::from_fn(fields::pick)),
+        )
         .route("/_", get(dashboard::root))
         .route("/_/", get(dashboard::index))
         .route("/_/{*path}", get(dashboard::file))
         .route(
             "/api/collections",
-            get(collections::list).post(collections::create),
+            get(collections::list)
+                .post(collections::create.layer(middleware::from_fn(fields::pick))),
         )
         .route(
             "/api/collections/import",
@@ -384,7 +392,7 @@ pub(crate) fn router(state: Shared) -> Router {
         )
         .route(
             "/api/collections/meta/scaffolds",
-            get(collections::scaffolds),
+            get(collections::scaffolds).layer(middleware::from_fn(fields::pick)),
         )
         .route(
             "/api/collections/meta/index-advice",
@@ -398,7 +406,8 @@ pub(crate) fn router(state: Shared) -> Router {
             "/api/collections/{collection}",
             get(collections::view)
                 .patch(collections::update)
-                .delete(collections::delete),
+                .delete(collections::delete)
+                .layer(middleware::from_fn(fields::pick)),
         )
         .route(
             "/api/collections/{collection}/truncate",
@@ -416,7 +425,7 @@ pub(crate) fn router(state: Shared) -> Router {
         )
         .route(
             "/api/collections/{collection}/auth-methods",
-            get(auth::methods),
+            get(auth::methods).layer(middleware::from_fn(fields::pick)),
         )
         .route(
             "/api/collections/{collection}/auth-with-password",
@@ -474,9 +483,17 @@ pub(crate) fn router(state: Shared) -> Router {
             "/api/collections/{collection}/{action}",
             post(auth::unknown_action),
         )
-        .route("/api/settings", get(settings::view).patch(settings::update))
+        .route(
+            "/api/settings",
+            get(settings::view)
+                .patch(settings::update)
+                .layer(middleware::from_fn(fields::pick)),
+        )
         .route("/api/batch", post(batch::batch))
-        .route("/api/files/token", post(files::token))
+        .route(
+            "/api/files/token",
+            post(files::token).layer(middleware::from_fn(fields::pick)),
+        )
         .route(
             "/api/files/{collection}/{id}/{filename}",
             get(files::download).head(files::download),
@@ -487,17 +504,32 @@ pub(crate) fn router(state: Shared) -> Router {
         )
         .route("/api/settings/test/s3", post(settings::test_s3))
         .route("/api/settings/test/email", post(settings::test_email))
-        .route("/api/logs", get(logs::list).delete(logs::delete))
-        .route("/api/logs/stats", get(logs::stats))
-        .route("/api/logs/{id}", get(logs::view))
-        .route("/api/backups", get(backups::list).post(backups::create))
+        .route(
+            "/api/logs",
+            get(logs::list.layer(middleware::from_fn(fields::pick_items))).delete(logs::delete),
+        )
+        .route(
+            "/api/logs/stats",
+            get(logs::stats).layer(middleware::from_fn(fields::pick)),
+        )
+        .route(
+            "/api/logs/{id}",
+            get(logs::view).layer(middleware::from_fn(fields::pick)),
+        )
+        .route(
+            "/api/backups",
+            get(backups::list.layer(middleware::from_fn(fields::pick))).post(backups::create),
+        )
         .route("/api/backups/upload", post(backups::upload))
         .route(
             "/api/backups/{key}",
             get(backups::download).delete(backups::delete),
         )
         .route("/api/backups/{key}/restore", post(backups::restore))
-        .route("/api/crons", get(plugin_routes::crons_list))
+        .route(
+            "/api/crons",
+            get(plugin_routes::crons_list).layer(middleware::from_fn(fields::pick)),
+        )
         .route("/api/crons/{id}", post(plugin_routes::crons_run))
         .route("/api/plugins", get(plugin_routes::report))
         .route("/api/metrics", get(metrics::metrics))

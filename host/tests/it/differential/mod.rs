@@ -45,6 +45,7 @@ mod emails;
 mod expand;
 mod filters;
 mod listing;
+mod picked;
 mod records;
 mod urls;
 
