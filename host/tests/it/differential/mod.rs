@@ -1,5 +1,5 @@
 //! Differential tests: generated requests sent to ferrobase and to the reference PocketBase
-//! 0.40.6 started by the test, their answers compared. Eight suites share this plumbing:
+//! 0.40.6 started by the test, their answers compared. Nine suites share this plumbing:
 //!
 //! * `filters`: filters and sorts over a fixed fixture, compared id for id;
 //! * `collections`: collection definitions and updates (names, every field type and its
@@ -15,6 +15,8 @@
 //!   `fields`, compared by status, paging numbers and the collections listed;
 //! * `listing`: `page`, `perPage`, `skipTotal`, `sort`, `fields` (with `:excerpt`) and simple
 //!   filters over a fixed collection, compared by status, error body, paging numbers and items;
+//! * `picked`: generated `fields` on the JSON answers PocketBase's router picks generically
+//!   (settings, collections, auth methods, health, crons, scaffolds, backups);
 //! * `emails`: address-like strings as email field values and as `meta.senderAddress` (one
 //!   rule in PocketBase), compared verdict for verdict;
 //! * `urls`: URL-like strings as url field values and as `meta.appURL` (PocketBase judges both
