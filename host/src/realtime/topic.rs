@@ -76,34 +76,9 @@ impl Subscription {
 /// The value of the first `options` parameter of a query string, percent-decoded (`+` is a
 /// space), as Go's URL parser gives it.
 fn options_param(query: &str) -> Option<String> {
-    query.split('&').find_map(|pair| {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        (decode(k) == "options").then(|| decode(v))
-    })
-}
-
-fn decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => {
-                match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or(""), 16) {
-                    Ok(v) => {
-                        out.push(v);
-                        i += 3;
-                        continue;
-                    }
-                    Err(_) => out.push(b'%'),
-                }
-            }
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    crate::http::url_pairs(query)
+        .into_iter()
+        .find_map(|(k, v)| (k == "options").then_some(v))
 }
 
 /// A JSON value as PocketBase's `cast.ToString` gives it.
