@@ -155,12 +155,21 @@ pub(crate) async fn page(
     let mut cost = ScanCost::default();
     let found = store
         .read_snapshot(|conn| {
+            // Before the transaction reads anything (see `store::Counts`).
+            let before = store.changes().stamp();
             let offset = (page - 1) * per_page;
             let (rows, total) = if skip_total {
                 let rows = store_records::list_costed(conn, c, &sel, per_page, offset, &mut cost)?;
                 (rows, -1)
             } else {
-                store_records::page_and_total(conn, c, &sel, (per_page, offset), &mut cost)?
+                store_records::page_and_total(
+                    conn,
+                    c,
+                    &sel,
+                    (per_page, offset),
+                    &mut cost,
+                    Some((store.counts(), before)),
+                )?
             };
             let expanded = run_expand(conn, c, &rows, expand.as_ref())?;
             let managed = match &manage {

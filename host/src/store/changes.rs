@@ -8,7 +8,13 @@
 //!
 //! Updates and deletes are also kept per row (by rowid, a bounded log per table), so a result
 //! that shows one known row (a record's view) stays valid while other rows of its table change.
+//! Deletes are also versioned on their own, so a table's row count can be carried over inserts
+//! (`counts.rs`).
+//!
+//! A commit and its publication are two steps: between them a reader's snapshot may hold rows
+//! the versions do not tell of yet. [`Changes::settled`] says when no commit is between the two.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -24,6 +30,15 @@ pub(crate) struct Changes {
     versions: RwLock<HashMap<String, u64>>,
     /// The same, counting only updates and deletes (changes to rows that existed before).
     rewrites: RwLock<HashMap<String, u64>>,
+    /// The same, counting only what can lower a table's row count or hand out a rowid below
+    /// its highest: deletes, and any write of a plugin's own SQL.
+    removals: RwLock<HashMap<String, u64>>,
+    /// The counter value at the last write that may have removed rows anywhere (a schema
+    /// change: tables are rebuilt and renamed without the update hook hearing of it).
+    removed_everywhere: AtomicU64,
+    /// Odd while the writer is between a commit (or the start of a job that commits by itself)
+    /// and the publication of what it touched.
+    committing: AtomicU64,
     /// Per table, the rows updated or deleted lately, with their versions.
     rows: RwLock<HashMap<String, RowLog>>,
     /// Tables touched by the job running on the writer now: whether any existing row was
@@ -35,6 +50,7 @@ pub(crate) struct Changes {
 #[derive(Debug, Default)]
 struct Touched {
     rewrite: bool,
+    removal: bool,
     /// The rowids, until [`ROWS_PER_JOB`]; past it, `many`.
     rows: Vec<i64>,
     many: bool,
@@ -51,6 +67,19 @@ const ROWS_PER_TABLE: usize = 8192;
 struct RowLog {
     floor: u64,
     rows: HashMap<i64, u64>,
+}
+
+/// What a write did to one row, as SQLite's update hook tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RowChange {
+    Insert,
+    Update,
+    Delete,
+}
+
+thread_local! {
+    /// Set on the writer thread while a plugin's own SQL statement runs (see [`Changes::raw`]).
+    static RAW: Cell<bool> = const { Cell::new(false) };
 }
 
 impl Stamp {
@@ -104,32 +133,108 @@ impl Changes {
     }
 
     /// Called by the update hook for each changed row.
-    pub(crate) fn touch(&self, table: &str, rewrite: bool, rowid: i64) {
+    pub(crate) fn touch(&self, table: &str, change: RowChange, rowid: i64) {
+        let raw = RAW.with(Cell::get);
         if let Ok(mut t) = self.touched.lock() {
             let e = match t.get_mut(table) {
                 Some(e) => e,
                 None => t.entry(table.to_owned()).or_default(),
             };
-            if rewrite {
+            if raw {
+                // SQLite does not call the hook for rows a REPLACE conflict deletes, and a
+                // plugin's INSERT may choose its rowid: any row may have changed.
                 e.rewrite = true;
-                if e.rows.len() < ROWS_PER_JOB {
-                    e.rows.push(rowid);
-                } else {
-                    e.many = true;
-                }
+                e.removal = true;
+                e.many = true;
+                return;
+            }
+            if change == RowChange::Insert {
+                return;
+            }
+            e.rewrite = true;
+            e.removal |= change == RowChange::Delete;
+            if e.rows.len() < ROWS_PER_JOB {
+                e.rows.push(rowid);
+            } else {
+                e.many = true;
             }
         }
     }
 
+    /// Run `f` (a plugin's own SQL statement, on the writer thread) so that whatever it writes
+    /// counts as a change to every row of the tables it touches.
+    pub(crate) fn raw<R>(f: impl FnOnce() -> R) -> R {
+        struct Reset;
+        impl Drop for Reset {
+            fn drop(&mut self) {
+                RAW.with(|r| r.set(false));
+            }
+        }
+        RAW.with(|r| r.set(true));
+        let _reset = Reset;
+        f()
+    }
+
+    /// Note that the job running now changed the schema: rows anywhere may have been removed or
+    /// renumbered. Takes effect with the job's publication.
+    pub(crate) fn schema_changed(&self) {
+        if let Ok(mut t) = self.touched.lock() {
+            t.entry(SCHEMA.to_owned()).or_default().removal = true;
+        }
+    }
+
+    /// Called by the writer before a commit (or before a job that commits by itself): until
+    /// [`Changes::publish`], readers' snapshots may hold what the versions do not tell of yet.
+    pub(crate) fn committing(&self) {
+        if self.committing.load(Ordering::Relaxed).is_multiple_of(2) {
+            self.committing.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Wait (briefly) until every commit a snapshot opened before now holds is published.
+    /// False when the writer stayed between a commit and its publication past `patience` (a
+    /// long job): the caller then trusts nothing carried over.
+    pub(crate) fn settled(&self, patience: std::time::Duration) -> bool {
+        let seen = self.committing.load(Ordering::SeqCst);
+        if seen.is_multiple_of(2) {
+            return true;
+        }
+        let until = std::time::Instant::now() + patience;
+        loop {
+            std::thread::yield_now();
+            if self.committing.load(Ordering::SeqCst) != seen {
+                return true;
+            }
+            if std::time::Instant::now() >= until {
+                return false;
+            }
+        }
+    }
+
+    /// Has nothing been removed from `table` (lowercase) since `stamp`: no delete, no plugin
+    /// SQL write, no schema change published after it?
+    pub(crate) fn nothing_removed_since(&self, stamp: Stamp, table: &str) -> bool {
+        self.removed_everywhere.load(Ordering::Acquire) <= stamp.0
+            && none_newer(&self.removals, stamp, [table])
+    }
+
     /// Called when a write job ends: publish new versions for what it touched.
     pub(crate) fn publish(&self) {
+        self.publish_touched();
+        if !self.committing.load(Ordering::Relaxed).is_multiple_of(2) {
+            self.committing.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn publish_touched(&self) {
         let touched: Vec<(String, Touched)> = match self.touched.lock() {
             Ok(mut t) if !t.is_empty() => t.drain().collect(),
             _ => return,
         };
-        let (Ok(mut v), Ok(mut r), Ok(mut logs)) = (
+        let (Ok(mut v), Ok(mut r), Ok(mut d), Ok(mut logs)) = (
             self.versions.write(),
             self.rewrites.write(),
+            self.removals.write(),
             self.rows.write(),
         ) else {
             return;
@@ -138,7 +243,14 @@ impl Changes {
         // change also sees the new versions.
         let next = self.counter.load(Ordering::Acquire) + 1;
         for (t, touch) in touched {
+            if t == SCHEMA {
+                self.removed_everywhere.store(next, Ordering::Release);
+                continue;
+            }
             let t = t.to_ascii_lowercase();
+            if touch.removal {
+                d.insert(t.clone(), next);
+            }
             if touch.rewrite {
                 r.insert(t.clone(), next);
                 let log = logs.entry(t.clone()).or_default();
@@ -157,6 +269,9 @@ impl Changes {
         self.counter.store(next, Ordering::Release);
     }
 }
+
+/// The key [`Changes::schema_changed`] notes under (no table's name holds a NUL).
+const SCHEMA: &str = "\0schema";
 
 fn none_newer<'a>(
     versions: &RwLock<HashMap<String, u64>>,
@@ -180,14 +295,14 @@ mod tests {
         let c = Changes::new();
         let before = c.stamp();
         assert!(c.unchanged_since(before, ["posts"]));
-        c.touch("posts", false, 1);
+        c.touch("posts", RowChange::Insert, 1);
         c.publish();
         assert!(!c.unchanged_since(before, ["posts", "users"]));
         assert!(
             c.rows_unchanged_since(before, ["posts"]),
             "an insert rewrites no row"
         );
-        c.touch("posts", true, 1);
+        c.touch("posts", RowChange::Update, 1);
         c.publish();
         assert!(!c.rows_unchanged_since(before, ["posts"]));
         assert!(c.unchanged_since(before, ["users"]));
@@ -201,11 +316,11 @@ mod tests {
     fn a_row_stays_unchanged_while_other_rows_of_its_table_change() {
         let c = Changes::new();
         let before = c.stamp();
-        c.touch("Posts", false, 7); // an insert: no row rewritten
+        c.touch("Posts", RowChange::Insert, 7); // an insert: no row rewritten
         c.publish();
         assert!(c.row_unchanged_since(before, "posts", 1));
-        c.touch("Posts", true, 2);
-        c.touch("Posts", true, 3);
+        c.touch("Posts", RowChange::Update, 2);
+        c.touch("Posts", RowChange::Update, 3);
         c.publish();
         assert!(c.row_unchanged_since(before, "posts", 1));
         assert!(!c.row_unchanged_since(before, "posts", 2));
@@ -215,7 +330,7 @@ mod tests {
             c.row_unchanged_since(mid, "posts", 2),
             "a rewrite before the stamp"
         );
-        c.touch("posts", true, 1);
+        c.touch("posts", RowChange::Update, 1);
         c.publish();
         assert!(!c.row_unchanged_since(before, "posts", 1));
         assert!(!c.row_unchanged_since(mid, "posts", 1));
@@ -229,7 +344,7 @@ mod tests {
         let before = c.stamp();
         // One job rewriting more rows than it notes: every row counts as changed.
         for row in 0..=ROWS_PER_JOB as i64 {
-            c.touch("posts", true, row);
+            c.touch("posts", RowChange::Update, row);
         }
         c.publish();
         let after_many = c.stamp();
@@ -239,16 +354,56 @@ mod tests {
         let mut n = 0i64;
         while n <= ROWS_PER_TABLE as i64 {
             for _ in 0..ROWS_PER_JOB / 2 {
-                c.touch("posts", true, 10_000_000 + n);
+                c.touch("posts", RowChange::Update, 10_000_000 + n);
                 n += 1;
             }
             c.publish();
         }
         assert!(!c.row_unchanged_since(after_many, "posts", 5));
         let last = c.stamp();
-        c.touch("posts", true, 1);
+        c.touch("posts", RowChange::Update, 1);
         c.publish();
         assert!(c.row_unchanged_since(last, "posts", 5));
         assert!(!c.row_unchanged_since(last, "posts", 1));
+    }
+
+    /// SQLite does not tell the update hook of the row a REPLACE conflict deletes: a plugin's
+    /// `REPLACE` of a record by id would leave its old rowid looking untouched (and a cached
+    /// view of it served). Under [`Changes::raw`] every row of the table counts as changed.
+    #[test]
+    fn a_plugin_statement_changes_every_row_of_its_table() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE posts (id TEXT PRIMARY KEY NOT NULL, t TEXT);
+             INSERT INTO posts VALUES ('a', '1'), ('b', '2');",
+        )
+        .unwrap();
+        let c = Changes::new();
+        let feed = Arc::clone(&c);
+        conn.update_hook(Some(
+            move |a: rusqlite::hooks::Action, _: &str, table: &str, rowid: i64| {
+                let change = match a {
+                    rusqlite::hooks::Action::SQLITE_INSERT => RowChange::Insert,
+                    rusqlite::hooks::Action::SQLITE_DELETE => RowChange::Delete,
+                    _ => RowChange::Update,
+                };
+                feed.touch(table, change, rowid);
+            },
+        ));
+        let replace = "REPLACE INTO posts VALUES ('a', 'x')";
+        let before = c.stamp();
+        conn.execute(replace, []).unwrap();
+        c.publish();
+        assert!(
+            c.row_unchanged_since(before, "posts", 1),
+            "what the hook alone hears: only an insert"
+        );
+        assert!(c.nothing_removed_since(before, "posts"));
+        let before = c.stamp();
+        Changes::raw(|| conn.execute("REPLACE INTO posts VALUES ('b', 'y')", [])).unwrap();
+        c.publish();
+        assert!(!c.row_unchanged_since(before, "posts", 2));
+        assert!(!c.nothing_removed_since(before, "posts"));
+        assert!(!RAW.with(Cell::get), "raw ends with its statement");
     }
 }

@@ -5,6 +5,7 @@
 pub(crate) mod backup;
 mod bootstrap;
 pub(crate) mod changes;
+mod counts;
 pub(crate) mod ddl;
 pub(crate) mod kv;
 pub(crate) mod logs;
@@ -17,7 +18,8 @@ pub(crate) use crate::config::Synchronous;
 use crate::metrics;
 use crate::schema::{Collection, Rules, Schema, define};
 use arc_swap::ArcSwap;
-pub(crate) use changes::{Changes, Stamp};
+pub(crate) use changes::{Changes, RowChange, Stamp};
+pub(crate) use counts::Counts;
 use rusqlite::{Connection, OpenFlags};
 use std::path::Path;
 use std::sync::{Arc, Mutex, mpsc};
@@ -247,6 +249,7 @@ fn run_session(
     };
     match end {
         End::Commit { announce, reply } => {
+            changes.committing();
             let out = conn.execute_batch("COMMIT").map_err(StoreError::from);
             if out.is_err() && !conn.is_autocommit() {
                 let _ = conn.execute_batch("ROLLBACK");
@@ -273,6 +276,8 @@ fn run_alone(
     changes: &Changes,
     f: Box<dyn FnOnce(&mut Connection) -> Finish + Send>,
 ) {
+    // The job commits by itself, somewhere inside `f`.
+    changes.committing();
     let finish = f(writer);
     changes.publish();
     finish(true);
@@ -340,6 +345,7 @@ fn writer_loop(
         }
         metrics::group_commit(batch.len());
         let finishers: Vec<Finish> = batch.into_iter().map(|f| f(writer)).collect();
+        changes.committing();
         let committed = writer.execute_batch("COMMIT").is_ok();
         if !committed && !writer.is_autocommit() {
             let _ = writer.execute_batch("ROLLBACK");
@@ -440,6 +446,8 @@ pub(crate) struct Store {
     reader_permits: Semaphore,
     schema: ArcSwap<Schema>,
     changes: Arc<Changes>,
+    /// Table row counts carried over inserts.
+    counts: Counts,
     /// The plugins' key/value store (`plugin_kv.db`); None when it could not be opened.
     kv: Option<kv::Kv>,
     /// The request logs (`auxiliary.db`).
@@ -590,11 +598,12 @@ impl Store {
         let feed = Arc::clone(&changes);
         writer.update_hook(Some(
             move |action: rusqlite::hooks::Action, _: &str, table: &str, rowid: i64| {
-                feed.touch(
-                    table,
-                    action != rusqlite::hooks::Action::SQLITE_INSERT,
-                    rowid,
-                );
+                let change = match action {
+                    rusqlite::hooks::Action::SQLITE_INSERT => RowChange::Insert,
+                    rusqlite::hooks::Action::SQLITE_DELETE => RowChange::Delete,
+                    _ => RowChange::Update,
+                };
+                feed.touch(table, change, rowid);
             },
         ));
 
@@ -624,6 +633,7 @@ impl Store {
             readers: Mutex::new(readers),
             reader_permits: Semaphore::new(n),
             schema: ArcSwap::from_pointee(schema),
+            counts: Counts::new(Arc::clone(&changes)),
             changes,
             logs,
             kv: match kv::Kv::open(dir, cfg.synchronous) {
@@ -639,6 +649,11 @@ impl Store {
     /// The change feed: stamps and per-table versions for caches.
     pub(crate) fn changes(&self) -> &Changes {
         &self.changes
+    }
+
+    /// Table row counts carried over inserts.
+    pub(crate) fn counts(&self) -> &Counts {
+        &self.counts
     }
 
     /// The plugins' key/value store.
@@ -758,6 +773,7 @@ impl Store {
         let me = Arc::clone(self);
         // Alone: the new snapshot must not be published before its tables are committed.
         self.write_solo(move |conn| {
+            me.changes.schema_changed();
             let tx = conn.transaction()?;
             let out = f(Conn(&tx))?;
             let collections = load_collections(&tx)?;
@@ -850,7 +866,7 @@ impl Drop for Store {
 mod tests {
     use super::*;
 
-    fn cfg() -> StoreConfig {
+    pub(super) fn cfg() -> StoreConfig {
         StoreConfig {
             cache_size_kib: 16000,
             journal_size_limit: 200_000_000,

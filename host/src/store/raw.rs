@@ -429,8 +429,8 @@ pub(crate) fn execute(
     let conn = conn.0;
     guarded(conn, policy, true, budget, |why| {
         let mut stmt = conn.prepare(sql).map_err(|e| prepare_error(e, why))?;
-        let n = stmt
-            .execute(rusqlite::params_from_iter(params.iter()))
+        // What it writes counts as a change to every row of its tables (see `Changes::raw`).
+        let n = super::Changes::raw(|| stmt.execute(rusqlite::params_from_iter(params.iter())))
             .map_err(run_error)?;
         Ok(n as u64)
     })

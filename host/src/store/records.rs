@@ -106,7 +106,7 @@ pub(crate) struct ScanCost {
 impl ScanCost {
     /// Zero `stmt`'s counters: a cached statement keeps counting across its runs, and the same
     /// text may have run for another caller since.
-    fn start(stmt: &rusqlite::Statement<'_>) {
+    pub(super) fn start(stmt: &rusqlite::Statement<'_>) {
         for s in [
             StatementStatus::FullscanStep,
             StatementStatus::Sort,
@@ -117,7 +117,7 @@ impl ScanCost {
     }
 
     /// Add what `stmt` counted since [`ScanCost::start`].
-    fn add(&mut self, stmt: &rusqlite::Statement<'_>) {
+    pub(super) fn add(&mut self, stmt: &rusqlite::Statement<'_>) {
         let n = |s| u64::try_from(stmt.reset_status(s)).unwrap_or(0);
         self.full_scan_rows += n(StatementStatus::FullscanStep);
         self.sorts += n(StatementStatus::Sort);
@@ -203,6 +203,10 @@ pub(crate) fn list(
 /// `rowid` in sort order gives both: the total is the number of rows it yields, and only the
 /// page's rowids are kept; the page's rows are then read by rowid.
 ///
+/// A whole table's count (no WHERE, no joins) comes from `counts` (when given), carried over the inserts
+/// since it was last read when it can be; `before` is a stamp taken before the snapshot's
+/// transaction read anything.
+///
 /// What the statements cost is added to `cost`.
 pub(crate) fn page_and_total(
     conn: Conn<'_>,
@@ -210,8 +214,18 @@ pub(crate) fn page_and_total(
     sel: &Select,
     (limit, offset): (i64, i64),
     cost: &mut ScanCost,
+    counts: Option<(&super::Counts, super::Stamp)>,
 ) -> Result<(Vec<StoreRecord>, i64)> {
     let conn = conn.0;
+    if let Some((counts, before)) = counts
+        && sel.where_sql.is_empty()
+        && sel.joins.is_empty()
+        && !c.is_view()
+    {
+        let rows = list_costed(super::Conn(conn), c, sel, limit, offset, cost)?;
+        let total = counts.rows(super::Conn(conn), &c.name, before, cost)?;
+        return Ok((rows, total));
+    }
     if sel.where_sql.is_empty() || !sel.joins.is_empty() || c.is_view() {
         let rows = list_costed(super::Conn(conn), c, sel, limit, offset, cost)?;
         return Ok((rows, count_costed(super::Conn(conn), c, sel, cost)?));

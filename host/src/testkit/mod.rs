@@ -372,6 +372,7 @@ impl CountFixture {
             &sel,
             (30, 0),
             &mut cost,
+            None,
         )
         .map(|(_, total)| total)
         .unwrap_or(-1)
