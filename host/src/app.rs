@@ -148,6 +148,7 @@ pub(crate) fn serve_generations(
 
 pub(crate) fn store_config(cfg: &Config) -> StoreConfig {
     StoreConfig {
+        mmap_mib: cfg.store.mmap_mib,
         cache_size_kib: cfg.store.cache_size_kib,
         journal_size_limit: cfg.store.journal_size_limit,
         // Litestream checkpoints while it replicates; see pb.toml's [replication].

@@ -143,6 +143,8 @@ pub(crate) struct StoreSection {
     pub readers: usize,
     /// SQLite's `synchronous` for every database file of the store.
     pub synchronous: Synchronous,
+    /// How much of data.db the read connections map into memory, in MiB; 0 = none.
+    pub mmap_mib: i64,
 }
 
 /// `[store] synchronous`: when a commit reaches the disk. Anything but these two values is
@@ -348,6 +350,7 @@ impl Default for StoreSection {
             busy_timeout_ms: 10_000,
             readers: 0,
             synchronous: Synchronous::Normal,
+            mmap_mib: 0,
         }
     }
 }
@@ -500,6 +503,7 @@ mod tests {
         assert_eq!(shipped.store.dir, d.store.dir);
         assert_eq!(shipped.store.cache_size_kib, d.store.cache_size_kib);
         assert_eq!(shipped.store.synchronous, d.store.synchronous);
+        assert_eq!(shipped.store.mmap_mib, d.store.mmap_mib);
         assert_eq!(shipped.limits.page_size_max, d.limits.page_size_max);
         assert_eq!(shipped.log.requests, d.log.requests);
         assert_eq!(shipped.metrics.listen, d.metrics.listen);

@@ -21,6 +21,7 @@ async fn fixture(rules: serde_json::Value) -> Fixture {
     let dir = tempfile::tempdir().expect("temp dir");
     let data = dir.path().join("pb_data");
     let cfg = StoreConfig {
+        mmap_mib: 0,
         cache_size_kib: 2000,
         journal_size_limit: 1 << 20,
         wal_autocheckpoint: 1_000,

@@ -166,6 +166,8 @@ pub(crate) struct StoreConfig {
     pub n_readers: usize,
     /// When a COMMIT reaches the disk, for every file of the store (pb.toml's `[store]`).
     pub synchronous: Synchronous,
+    /// How much of data.db the readers map into memory, in MiB (0: they read it with pread).
+    pub mmap_mib: i64,
 }
 
 impl Synchronous {
@@ -522,6 +524,9 @@ fn open_reader(path: &Path, cfg: &StoreConfig) -> Result<Connection> {
         | OpenFlags::SQLITE_OPEN_URI;
     let conn = Connection::open_with_flags(path, flags)?;
     configure(&conn, cfg, false)?;
+    if cfg.mmap_mib > 0 {
+        conn.pragma_update(None, "mmap_size", cfg.mmap_mib.saturating_mul(1 << 20))?;
+    }
     Ok(conn)
 }
 
@@ -868,6 +873,7 @@ mod tests {
 
     pub(super) fn cfg() -> StoreConfig {
         StoreConfig {
+            mmap_mib: 0,
             cache_size_kib: 16000,
             journal_size_limit: 200_000_000,
             wal_autocheckpoint: 1_000,
@@ -966,6 +972,7 @@ mod tests {
     fn synchronous_full_reaches_every_file_of_the_store() {
         let dir = tempfile::tempdir().unwrap();
         let full = StoreConfig {
+            mmap_mib: 0,
             synchronous: Synchronous::Full,
             ..cfg()
         };
@@ -1081,5 +1088,31 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(n, 1);
+    }
+
+    /// `[store] mmap_mib` maps data.db into the readers (and only them); 0 leaves it unmapped.
+    #[tokio::test]
+    async fn readers_map_the_file_as_configured_and_the_writer_never() {
+        for mib in [0_i64, 64] {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::open(
+                dir.path(),
+                &StoreConfig {
+                    mmap_mib: mib,
+                    ..cfg()
+                },
+            )
+            .unwrap();
+            let mapped: i64 = store
+                .read(|c| Ok(c.0.query_row("PRAGMA mmap_size", [], |r| r.get(0))?))
+                .await
+                .unwrap();
+            assert_eq!(mapped, mib << 20);
+            let writer: i64 = store
+                .write(|c| Ok(c.0.query_row("PRAGMA mmap_size", [], |r| r.get(0))?))
+                .await
+                .unwrap();
+            assert_eq!(writer, 0);
+        }
     }
 }

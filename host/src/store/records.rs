@@ -978,6 +978,7 @@ mod tests {
     fn expired_sessions_of_one_collection_are_deleted_and_an_auth_delete_takes_its_rows() {
         let dir = tempfile::tempdir().unwrap();
         let cfg = StoreConfig {
+            mmap_mib: 0,
             cache_size_kib: 1000,
             journal_size_limit: 1 << 20,
             wal_autocheckpoint: 1_000,
@@ -1060,6 +1061,7 @@ mod tests {
     fn an_auth_record_id_taken_by_another_auth_collection_is_refused_on_every_insert() {
         let dir = tempfile::tempdir().unwrap();
         let cfg = StoreConfig {
+            mmap_mib: 0,
             cache_size_kib: 1000,
             journal_size_limit: 1 << 20,
             wal_autocheckpoint: 1_000,
@@ -1105,6 +1107,7 @@ mod tests {
     fn one_statement_for_many_value_sets_answers_as_each_set_alone() {
         let dir = tempfile::tempdir().unwrap();
         let cfg = StoreConfig {
+            mmap_mib: 0,
             cache_size_kib: 1000,
             journal_size_limit: 1 << 20,
             wal_autocheckpoint: 1_000,

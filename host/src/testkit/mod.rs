@@ -473,6 +473,7 @@ impl PluginFixture {
             .build()
             .map_err(|e| e.to_string())?;
         let cfg = StoreConfig {
+            mmap_mib: 0,
             cache_size_kib: 16000,
             journal_size_limit: 200_000_000,
             wal_autocheckpoint: 1_000,
