@@ -155,7 +155,7 @@ pub(crate) async fn page(
     let mut cost = ScanCost::default();
     let found = store
         .read_snapshot(|conn| {
-            // Before the transaction reads anything (see `store::Counts`).
+            // Before the transaction reads anything (see `store::Carried`).
             let before = store.changes().stamp();
             let offset = (page - 1) * per_page;
             let (rows, total) = if skip_total {
@@ -168,7 +168,7 @@ pub(crate) async fn page(
                     &sel,
                     (per_page, offset),
                     &mut cost,
-                    Some((store.counts(), before)),
+                    Some((store.carried(), before)),
                 )?
             };
             let expanded = run_expand(conn, c, &rows, expand.as_ref())?;

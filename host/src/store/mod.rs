@@ -4,8 +4,8 @@
 
 pub(crate) mod backup;
 mod bootstrap;
+pub(crate) mod carried;
 pub(crate) mod changes;
-mod counts;
 pub(crate) mod ddl;
 pub(crate) mod kv;
 pub(crate) mod logs;
@@ -18,8 +18,8 @@ pub(crate) use crate::config::Synchronous;
 use crate::metrics;
 use crate::schema::{Collection, Rules, Schema, define};
 use arc_swap::ArcSwap;
+pub(crate) use carried::Carried;
 pub(crate) use changes::{Changes, RowChange, Stamp};
-pub(crate) use counts::Counts;
 use rusqlite::{Connection, OpenFlags};
 use std::path::Path;
 use std::sync::{Arc, Mutex, mpsc};
@@ -448,8 +448,8 @@ pub(crate) struct Store {
     reader_permits: Semaphore,
     schema: ArcSwap<Schema>,
     changes: Arc<Changes>,
-    /// Table row counts carried over inserts.
-    counts: Counts,
+    /// Row counts and sorted firsts carried over inserts.
+    carried: Carried,
     /// The plugins' key/value store (`plugin_kv.db`); None when it could not be opened.
     kv: Option<kv::Kv>,
     /// The request logs (`auxiliary.db`).
@@ -638,7 +638,7 @@ impl Store {
             readers: Mutex::new(readers),
             reader_permits: Semaphore::new(n),
             schema: ArcSwap::from_pointee(schema),
-            counts: Counts::new(Arc::clone(&changes)),
+            carried: Carried::new(Arc::clone(&changes)),
             changes,
             logs,
             kv: match kv::Kv::open(dir, cfg.synchronous) {
@@ -656,9 +656,9 @@ impl Store {
         &self.changes
     }
 
-    /// Table row counts carried over inserts.
-    pub(crate) fn counts(&self) -> &Counts {
-        &self.counts
+    /// Row counts and sorted firsts carried over inserts.
+    pub(crate) fn carried(&self) -> &Carried {
+        &self.carried
     }
 
     /// The plugins' key/value store.

@@ -203,9 +203,10 @@ pub(crate) fn list(
 /// `rowid` in sort order gives both: the total is the number of rows it yields, and only the
 /// page's rowids are kept; the page's rows are then read by rowid.
 ///
-/// A whole table's count (no WHERE, no joins) comes from `counts` (when given), carried over the inserts
-/// since it was last read when it can be; `before` is a stamp taken before the snapshot's
-/// transaction read anything.
+/// A whole table's list (no WHERE, no joins) takes its total, and the rowids of its page when
+/// it is sorted by the table's own columns, from `carried` (when given): carried over the
+/// inserts since they were last read when they can be (see `store::Carried`); `before` is a
+/// stamp taken before the snapshot's transaction read anything.
 ///
 /// What the statements cost is added to `cost`.
 pub(crate) fn page_and_total(
@@ -214,17 +215,27 @@ pub(crate) fn page_and_total(
     sel: &Select,
     (limit, offset): (i64, i64),
     cost: &mut ScanCost,
-    counts: Option<(&super::Counts, super::Stamp)>,
+    carried: Option<(&super::Carried, super::Stamp)>,
 ) -> Result<(Vec<StoreRecord>, i64)> {
     let conn = conn.0;
-    if let Some((counts, before)) = counts
+    let (lo, hi) = (offset.max(0), offset.max(0).saturating_add(limit.max(0)));
+    if let Some((carried, before)) = carried
         && sel.where_sql.is_empty()
         && sel.joins.is_empty()
+        && sel.params.is_empty()
         && !c.is_view()
     {
-        let rows = list_costed(super::Conn(conn), c, sel, limit, offset, cost)?;
-        let total = counts.rows(super::Conn(conn), &c.name, before, cost)?;
-        return Ok((rows, total));
+        let carry = carried.begin(super::Conn(conn), &c.name, before)?;
+        let rows = if limit > 0
+            && hi <= super::carried::FIRST_MAX
+            && super::carried::carriable_order(&c.name, &sel.order_sql)
+        {
+            let first = carry.first(super::Conn(conn), &sel.order_sql, hi, cost)?;
+            by_rowids(conn, c, first.get(lo as usize..).unwrap_or(&[]))?
+        } else {
+            list_costed(super::Conn(conn), c, sel, limit, offset, cost)?
+        };
+        return Ok((rows, carry.rows(super::Conn(conn), cost)?));
     }
     if sel.where_sql.is_empty() || !sel.joins.is_empty() || c.is_view() {
         let rows = list_costed(super::Conn(conn), c, sel, limit, offset, cost)?;
@@ -237,7 +248,6 @@ pub(crate) fn page_and_total(
         sql.push_str(&sel.order_sql);
     }
     let params: Vec<&dyn ToSql> = sel.params.iter().map(|p| p as &dyn ToSql).collect();
-    let (lo, hi) = (offset.max(0), offset.max(0).saturating_add(limit.max(0)));
     let mut total: i64 = 0;
     let mut page: Vec<i64> = Vec::new();
     {
@@ -253,9 +263,16 @@ pub(crate) fn page_and_total(
         drop(rows);
         cost.add(&stmt);
     }
+    Ok((by_rowids(conn, c, &page)?, total))
+}
+
+/// The rows of `c` with these rowids, in their order (a row gone meanwhile is skipped: the
+/// caller read the rowids in the same snapshot, so none is).
+fn by_rowids(conn: &Connection, c: &Collection, page: &[i64]) -> Result<Vec<StoreRecord>> {
     if page.is_empty() {
-        return Ok((Vec::new(), total));
+        return Ok(Vec::new());
     }
+    let t = q(&c.name);
     let marks = vec!["?"; page.len()].join(", ");
     let mut by_rowid = String::from("SELECT ");
     push_columns(&mut by_rowid, c);
@@ -270,12 +287,7 @@ pub(crate) fn page_and_total(
             Ok((r.get::<_, i64>(n)?, read_row(c, r)?))
         })?
         .collect::<rusqlite::Result<_>>()?;
-    // In scan order; a row deleted in between cannot happen (one read transaction per
-    // statement pair is not guaranteed, so skip what vanished rather than fail).
-    Ok((
-        page.iter().filter_map(|id| found.remove(id)).collect(),
-        total,
-    ))
+    Ok(page.iter().filter_map(|id| found.remove(id)).collect())
 }
 
 pub(crate) fn count(conn: Conn<'_>, c: &Collection, sel: &Select) -> Result<i64> {

@@ -52,6 +52,7 @@ fn reads_after_writes_are_never_stale_under_concurrency() {
                         format!("{base}?filter=tag%3D%27fresh{}%27", i % WRITERS),
                         format!("{base}?sort=-n&perPage=5"),
                         format!("{base}?perPage=500"),
+                        format!("{base}?perPage=500&sort=-n"),
                     ];
                     for p in &paths {
                         let res = s.req("GET", p, None, None);
@@ -70,23 +71,33 @@ fn reads_after_writes_are_never_stale_under_concurrency() {
                 let view = format!("{base}/{id}");
                 let by_id = format!("{base}?filter=id%3D%27{id}%27");
                 let fresh = format!("{base}?filter=tag%3D%27fresh{w}%27");
-                // The whole table: its total is the table's count (carried over inserts by the
-                // store), which must agree with the page of the same answer.
-                let all = |has: &str, present: bool, what: &str| {
-                    let r = s.req("GET", &format!("{base}?perPage=500"), None, None);
-                    let items = r.json["items"].as_array().expect("items");
-                    assert_eq!(
-                        r.json["totalItems"],
-                        json!(items.len()),
-                        "{what}: {}",
-                        r.json
-                    );
-                    assert_eq!(
-                        items.iter().any(|i| i["id"] == has),
-                        present,
-                        "{what}: {}",
-                        r.json
-                    );
+                // The whole table, unsorted and sorted by `n`: its total and the sort's first
+                // rows are carried over inserts by the store; they must agree with the page of
+                // the same answer, and show this writer's own last update.
+                let all = |has: &str, present: bool, mine: u64, what: &str| {
+                    for sort in ["", "&sort=-n"] {
+                        let r = s.req("GET", &format!("{base}?perPage=500{sort}"), None, None);
+                        let items = r.json["items"].as_array().expect("items");
+                        assert_eq!(
+                            r.json["totalItems"],
+                            json!(items.len()),
+                            "{what}: {}",
+                            r.json
+                        );
+                        assert_eq!(
+                            items.iter().any(|i| i["id"] == has),
+                            present,
+                            "{what}{sort}: {}",
+                            r.json
+                        );
+                        let own = items.iter().find(|i| i["id"] == id.as_str());
+                        assert_eq!(own.map(|i| &i["n"]), Some(&json!(mine)), "{what}{sort}");
+                        if !sort.is_empty() {
+                            let n: Vec<u64> =
+                                items.iter().map(|i| i["n"].as_u64().unwrap_or(0)).collect();
+                            assert!(n.windows(2).all(|w| w[0] >= w[1]), "{what}{sort}: {n:?}");
+                        }
+                    }
                 };
                 for round in 1..=ROUNDS {
                     let n = round as u64;
@@ -110,7 +121,7 @@ fn reads_after_writes_are_never_stale_under_concurrency() {
                     );
                     assert_eq!(created.status, 200, "{}", created.json);
                     let new_id = created.json["id"].as_str().unwrap().to_owned();
-                    all(&new_id, true, "whole list after create");
+                    all(&new_id, true, n, "whole list after create");
                     assert_eq!(
                         s.req("GET", &fresh, None, None).json["totalItems"],
                         json!(1),
@@ -118,7 +129,7 @@ fn reads_after_writes_are_never_stale_under_concurrency() {
                     );
                     let gone = s.req("DELETE", &format!("{base}/{new_id}"), None, None);
                     assert_eq!(gone.status, 204);
-                    all(&new_id, false, "whole list after delete");
+                    all(&new_id, false, n, "whole list after delete");
                     assert_eq!(
                         s.req("GET", &fresh, None, None).json["totalItems"],
                         json!(0),

@@ -358,6 +358,23 @@ pub struct Finding {
     pub follow_on: bool,
 }
 
+/// Fail when any of the `n` generated cases of a simple suite (one line of text per mismatch)
+/// went otherwise than on the reference: `what` names them ("strings judged", "views
+/// answered"); the first `show` are printed, each clipped.
+pub fn none_differ(mismatches: &[String], n: usize, what: &str, seed: u64, show: usize) {
+    assert!(
+        mismatches.is_empty(),
+        "{} of {n} {what} otherwise than by PocketBase (seed {seed:#x}):\n{}",
+        mismatches.len(),
+        mismatches
+            .iter()
+            .take(show)
+            .map(|m| clip(m, 2000))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
 /// Write the suite's report, print its summary, and fail when a mismatch is unexplained.
 pub fn conclude(suite: &str, header: &str, findings: &[Finding], subject: &str, reproduce: &str) {
     let failing: Vec<&Finding> = findings.iter().filter(|f| f.known.is_none()).collect();

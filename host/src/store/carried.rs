@@ -1,0 +1,492 @@
+//! Results carried over inserts: a table's row count and the first rows of a sort, once read,
+//! are topped up with the rows inserted since instead of being computed again.
+//!
+//! A list's total (`SELECT count(*)` with no filter) walks the smallest index of the whole
+//! table: about 7 ms at a million rows; a page sorted by a column no index orders scans every
+//! row (about 2 s). Both are paid again by the first list after every write, since any write
+//! drops the list's cached response. Most writes are inserts, and SQLite gives a new row a rowid
+//! above every existing one, so the rows a result has not seen yet are exactly those above the
+//! highest rowid it saw, and reading them is a short range walk: the count adds theirs, and the
+//! first `n` rows of a sort are the first `n` of the old ones and the new ones together.
+//!
+//! That holds while no row was updated or removed in between (a count only needs the second),
+//! and while every row the reader's snapshot holds beyond the known result is above the known
+//! highest rowid. The change feed tells the first (deletes, plugin SQL and schema changes are
+//! versioned on their own: [`Changes::nothing_removed_since`]); stamps and [`Changes::settled`]
+//! bound which commits a snapshot holds:
+//! - a snapshot opened after stamp `before` was taken holds every commit published by then;
+//! - once the writer is settled after the snapshot opened, every commit the snapshot holds is
+//!   published, so the stamp taken then (`after`) bounds it from above.
+//!
+//! A known result was read in a snapshot somewhere between its `from` and `to` stamps. A reader
+//! whose snapshot opened after `before` may use it when `to` is not after `before` (the known
+//! snapshot is no newer than the reader's) and nothing that matters changed since `from`.
+
+use super::changes::{Changes, Stamp};
+use super::records::ScanCost;
+use super::{Conn, Result};
+use crate::query::push_qi;
+use rusqlite::ToSql;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How long a reader waits for the writer to publish a commit its snapshot may hold before it
+/// computes in full instead.
+const PATIENCE: Duration = Duration::from_millis(1);
+
+/// The most rows of a sort carried (offset plus page); deeper pages are read as they are.
+pub(crate) const FIRST_MAX: i64 = 500;
+
+/// The most sorts carried at once (past it, they start over).
+const SORTS_MAX: usize = 256;
+
+pub(crate) struct Carried {
+    changes: Arc<Changes>,
+    /// Lowercased table name -> what a snapshot counted.
+    counts: Mutex<HashMap<String, Known<i64>>>,
+    /// (lowercased table, ORDER BY, n) -> the rowids of the first n rows in that order.
+    firsts: Mutex<HashMap<SortKey, Known<Vec<i64>>>>,
+}
+
+/// A carried sort: lowercased table, ORDER BY, how many rows.
+type SortKey = (String, String, i64);
+
+#[derive(Debug, Clone)]
+struct Known<T> {
+    value: T,
+    /// The highest rowid then (0 for an empty table).
+    top: i64,
+    from: Stamp,
+    to: Stamp,
+}
+
+/// What one snapshot may carry over: opened by [`Carried::begin`].
+pub(crate) struct Carry<'a> {
+    carried: &'a Carried,
+    table: &'a str,
+    key: String,
+    top: i64,
+    before: Stamp,
+    after: Stamp,
+    settled: bool,
+}
+
+impl Carried {
+    pub(crate) fn new(changes: Arc<Changes>) -> Self {
+        Self {
+            changes,
+            counts: Mutex::new(HashMap::new()),
+            firsts: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Start carrying results of `table` (a rowid table) into the snapshot `conn` reads.
+    /// `before` is a stamp taken before that snapshot's transaction read anything.
+    pub(crate) fn begin<'a>(
+        &'a self,
+        conn: Conn<'_>,
+        table: &'a str,
+        before: Stamp,
+    ) -> Result<Carry<'a>> {
+        let mut sql = String::from("SELECT max(rowid) FROM ");
+        push_qi(&mut sql, table);
+        // Also what opens the snapshot, when nothing read in it yet.
+        let top: Option<i64> = conn.0.prepare_cached(&sql)?.query_row([], |r| r.get(0))?;
+        let settled = self.changes.settled(PATIENCE);
+        Ok(Carry {
+            carried: self,
+            table,
+            key: table.to_ascii_lowercase(),
+            top: top.unwrap_or(0),
+            before,
+            after: self.changes.stamp(),
+            settled,
+        })
+    }
+}
+
+impl Carry<'_> {
+    /// Whether `known` may be carried into this snapshot; `rewrites`: whether an update of a
+    /// row since would spoil it too (a sort's order), or only a removal (a count).
+    fn usable<T>(&self, known: &Known<T>, rewrites: bool) -> bool {
+        let changes = &self.carried.changes;
+        self.settled
+            && self.before.not_before(known.to)
+            && changes.nothing_removed_since(known.from, &self.key)
+            && (!rewrites || changes.rows_unchanged_since(known.from, [self.key.as_str()]))
+    }
+
+    /// Keep `value`, read in this snapshot, unless a newer one is kept already. At the largest
+    /// rowid SQLite picks new ones at random: nothing is carried then.
+    fn keep<K: std::hash::Hash + Eq, T>(
+        &self,
+        map: &Mutex<HashMap<K, Known<T>>>,
+        key: K,
+        value: T,
+    ) {
+        if !self.settled || self.top == i64::MAX {
+            return;
+        }
+        let Ok(mut m) = map.lock() else {
+            return;
+        };
+        if m.get(&key)
+            .is_some_and(|old| !self.before.not_before(old.from))
+        {
+            return;
+        }
+        if m.len() >= SORTS_MAX && !m.contains_key(&key) {
+            m.clear();
+        }
+        m.insert(
+            key,
+            Known {
+                value,
+                top: self.top,
+                from: self.before,
+                to: self.after,
+            },
+        );
+    }
+
+    fn table_sql(&self) -> String {
+        let mut from = String::with_capacity(self.table.len() + 2);
+        push_qi(&mut from, self.table);
+        from
+    }
+
+    /// The number of rows of the table in this snapshot.
+    pub(crate) fn rows(&self, conn: Conn<'_>, cost: &mut ScanCost) -> Result<i64> {
+        let conn = conn.0;
+        let known = (self.carried.counts.lock().ok())
+            .and_then(|k| k.get(&self.key).cloned())
+            .filter(|k| self.usable(k, false));
+        let from = self.table_sql();
+        let rows = match known {
+            Some(k) if self.top <= k.top => k.value,
+            Some(k) => {
+                let mut stmt =
+                    conn.prepare_cached(&format!("SELECT count(*) FROM {from} WHERE rowid > ?"))?;
+                ScanCost::start(&stmt);
+                let more: i64 = stmt.query_row([k.top], |r| r.get(0))?;
+                cost.add(&stmt);
+                k.value + more
+            }
+            None => {
+                let mut stmt = conn.prepare_cached(&format!("SELECT count(*) FROM {from}"))?;
+                ScanCost::start(&stmt);
+                let n: i64 = stmt.query_row([], |r| r.get(0))?;
+                cost.add(&stmt);
+                n
+            }
+        };
+        self.keep(&self.carried.counts, self.key.clone(), rows);
+        Ok(rows)
+    }
+
+    /// The rowids of the first `n` rows (at most [`FIRST_MAX`]) of the whole table in the order
+    /// `order` (an ORDER BY of this table's own columns, nothing random).
+    pub(crate) fn first(
+        &self,
+        conn: Conn<'_>,
+        order: &str,
+        n: i64,
+        cost: &mut ScanCost,
+    ) -> Result<Vec<i64>> {
+        let conn = conn.0;
+        let key = (self.key.clone(), order.to_owned(), n);
+        let known = (self.carried.firsts.lock().ok())
+            .and_then(|k| k.get(&key).cloned())
+            .filter(|k| self.usable(k, true));
+        let from = self.table_sql();
+        let ids: Vec<i64> = match known {
+            Some(k) if self.top <= k.top => k.value,
+            Some(k) => {
+                // The old first rows and the new ones, in order. The list is padded to `n`
+                // with a repeat, so one statement per sort serves every run.
+                let marks = vec!["?"; n.max(1) as usize].join(", ");
+                let mut stmt = conn.prepare_cached(&format!(
+                    "SELECT rowid FROM {from} WHERE rowid IN ({marks}) OR rowid > ? ORDER BY {order} LIMIT ?"
+                ))?;
+                let pad = k.value.first().copied().unwrap_or(0);
+                let mut params: Vec<&dyn ToSql> = Vec::with_capacity(n as usize + 2);
+                for i in 0..n.max(1) as usize {
+                    params.push(k.value.get(i).unwrap_or(&pad));
+                }
+                params.push(&k.top);
+                params.push(&n);
+                ScanCost::start(&stmt);
+                let ids = stmt
+                    .query_map(params.as_slice(), |r| r.get(0))?
+                    .collect::<rusqlite::Result<Vec<i64>>>()?;
+                cost.add(&stmt);
+                ids
+            }
+            None => {
+                let mut stmt = conn.prepare_cached(&format!(
+                    "SELECT rowid FROM {from} ORDER BY {order} LIMIT ?"
+                ))?;
+                ScanCost::start(&stmt);
+                let ids = stmt
+                    .query_map([n], |r| r.get(0))?
+                    .collect::<rusqlite::Result<Vec<i64>>>()?;
+                cost.add(&stmt);
+                ids
+            }
+        };
+        self.keep(&self.carried.firsts, key, ids.clone());
+        Ok(ids)
+    }
+}
+
+/// Whether `order` (a compiled ORDER BY) sorts `table` by its own columns only, so its first
+/// rows can be carried: no expression, no other table, nothing random.
+pub(crate) fn carriable_order(table: &str, order: &str) -> bool {
+    let mut own = String::with_capacity(table.len() + 3);
+    push_qi(&mut own, table);
+    own.push('.');
+    !order.is_empty()
+        && order.split(", ").all(|term| {
+            let Some(rest) = term.strip_prefix(own.as_str()) else {
+                return false;
+            };
+            let Some(col) = rest
+                .strip_suffix(" ASC")
+                .or_else(|| rest.strip_suffix(" DESC"))
+            else {
+                return false;
+            };
+            col.len() > 2
+                && col.starts_with('`')
+                && col.ends_with('`')
+                && !col[1..col.len() - 1].contains('`')
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Keep, Store};
+
+    const ORDER: &str = "`posts`.`n` DESC";
+    const FIRST: i64 = 5;
+
+    async fn open() -> (tempfile::TempDir, Arc<Store>) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(dir.path(), &crate::store::tests::cfg()).unwrap());
+        store
+            .write(|c| {
+                c.0.execute_batch(
+                    "CREATE TABLE posts (id TEXT PRIMARY KEY NOT NULL, n INTEGER, t TEXT)",
+                )?;
+                Ok(())
+            })
+            .await
+            .unwrap();
+        (dir, store)
+    }
+
+    /// Through the writer, as records are written: `sql` with `?1` bound to each of `ids`.
+    async fn write(store: &Store, sql: &'static str, ids: Vec<String>) {
+        store
+            .write(move |c| {
+                c.savepoint(|sp| {
+                    for id in &ids {
+                        sp.0.execute(sql, [id])?;
+                    }
+                    Ok(Keep::Commit(()))
+                })
+            })
+            .await
+            .unwrap();
+    }
+
+    /// Rows whose `n` is their number after `prefix` (so later ones sort first).
+    fn ids(prefix: &str, n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("{prefix}{i}")).collect()
+    }
+
+    const INSERT: &str = "INSERT INTO posts (id, n, t) VALUES (?1, CAST(ltrim(?1, 'abcdefghijklmnopqrstuvwxyz-') AS INTEGER), 'x')";
+
+    /// What one snapshot gives: the carried count and first rows, then the same read directly.
+    #[derive(Debug, PartialEq)]
+    struct Seen {
+        rows: i64,
+        first: Vec<i64>,
+    }
+
+    async fn seen(store: &Store) -> (Seen, Seen) {
+        store
+            .read_snapshot(|conn| {
+                let before = store.changes().stamp();
+                let mut cost = ScanCost::default();
+                let carry = store.carried().begin(conn, "posts", before)?;
+                let carried = Seen {
+                    first: carry.first(conn, ORDER, FIRST, &mut cost)?,
+                    rows: carry.rows(conn, &mut cost)?,
+                };
+                let direct = Seen {
+                    rows: conn
+                        .0
+                        .query_row("SELECT count(*) FROM posts", [], |r| r.get(0))?,
+                    first: conn
+                        .0
+                        .prepare(&format!("SELECT rowid FROM posts ORDER BY {ORDER} LIMIT ?"))?
+                        .query_map([FIRST], |r| r.get(0))?
+                        .collect::<rusqlite::Result<_>>()?,
+                };
+                Ok((carried, direct))
+            })
+            .await
+            .unwrap()
+    }
+
+    /// Deletes a row behind the writer's back (another connection: no update hook hears it),
+    /// so that a result carried over from before still shows it, where a fresh one does not.
+    fn delete_unseen(dir: &std::path::Path, id: &str) {
+        let side = rusqlite::Connection::open(dir.join("data.db")).unwrap();
+        side.busy_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(
+            side.execute("DELETE FROM posts WHERE id = ?", [id])
+                .unwrap(),
+            1
+        );
+    }
+
+    /// The carried result differs from the direct one by the row deleted unseen (it was
+    /// carried), or not at all (it was read again).
+    async fn carried_over(store: &Store) -> bool {
+        let (carried, direct) = seen(store).await;
+        if carried == direct {
+            return false;
+        }
+        assert_eq!(carried.rows, direct.rows + 1, "{carried:?} {direct:?}");
+        true
+    }
+
+    #[tokio::test]
+    async fn inserts_are_carried_over_and_anything_else_reads_again() {
+        let (dir, store) = open().await;
+        write(&store, INSERT, ids("a", 100)).await;
+        let (carried, direct) = seen(&store).await;
+        assert_eq!(carried, direct);
+        assert_eq!(carried.rows, 100);
+        write(&store, INSERT, ids("b", 150)).await;
+        let (carried, direct) = seen(&store).await;
+        assert_eq!(carried, direct, "the new rows sort first");
+        assert_eq!(carried.rows, 250);
+
+        // Carried, not read again: a row gone unseen is still in the carried results. (Not
+        // the last row: its rowid would be handed out again, which a delete the writer hears
+        // of rules out.)
+        delete_unseen(dir.path(), "b148");
+        write(&store, INSERT, vec!["c1".into()]).await;
+        assert!(carried_over(&store).await);
+        let (carried, direct) = seen(&store).await;
+        assert_ne!(carried.first, direct.first, "b148 is among the first");
+
+        // An update may change the order: the first rows are read again, the count is carried.
+        write(
+            &store,
+            "UPDATE posts SET n = 1000 WHERE id = ?1",
+            vec!["a0".into()],
+        )
+        .await;
+        let (carried, direct) = seen(&store).await;
+        assert_eq!(carried.first, direct.first);
+        assert_eq!(carried.rows, direct.rows + 1, "the count is still carried");
+
+        // A delete through the writer: everything is read again.
+        write(&store, "DELETE FROM posts WHERE id = ?1", vec!["a1".into()]).await;
+        assert!(!carried_over(&store).await);
+
+        // A plugin's SQL (a REPLACE deletes rows the update hook never hears of): read again.
+        delete_unseen(dir.path(), "b147");
+        store
+            .write(|c| {
+                c.savepoint(|sp| {
+                    Changes::raw(|| {
+                        sp.0.execute("REPLACE INTO posts (id, n) VALUES ('b0', 0)", [])
+                    })?;
+                    Ok(Keep::Commit(()))
+                })
+            })
+            .await
+            .unwrap();
+        assert!(!carried_over(&store).await);
+
+        // A schema change: read again.
+        delete_unseen(dir.path(), "b146");
+        store.write_schema(|_| Ok(())).await.unwrap();
+        assert!(!carried_over(&store).await);
+    }
+
+    #[test]
+    fn only_sorts_by_the_tables_own_columns_are_carried() {
+        for (order, ok) in [
+            ("`posts`.`n` DESC", true),
+            ("`posts`.`created` DESC, `posts`.`_rowid_` ASC", true),
+            ("", false),
+            ("RANDOM()", false),
+            ("`posts`.`n` DESC, RANDOM()", false),
+            ("`users`.`n` DESC", false),
+            ("`posts_tags`.`name` ASC", false),
+            ("json_extract(`posts`.`j`, '$.a') ASC", false),
+            ("`posts`.`a`.`b` ASC", false),
+        ] {
+            assert_eq!(carriable_order("posts", order), ok, "{order}");
+        }
+    }
+
+    /// Readers racing writers that insert, update and delete: in every snapshot the count and
+    /// first rows given are the snapshot's own.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn under_racing_writes_every_snapshot_gets_its_own_results() {
+        let (_dir, store) = open().await;
+        write(&store, INSERT, ids("seed", 500)).await;
+        let until = std::time::Instant::now() + Duration::from_millis(1500);
+        let mut writers = Vec::new();
+        for w in 0..3usize {
+            let s = Arc::clone(&store);
+            writers.push(tokio::spawn(async move {
+                let mut i = 0usize;
+                while std::time::Instant::now() < until {
+                    let id = format!("w-{}", w * 1_000_000 + i);
+                    let sql = match i % 7 {
+                        // Deletes of rows that exist, and updates that move a row to the top.
+                        0 => "DELETE FROM posts WHERE rowid = (SELECT min(rowid) FROM posts) AND ?1 <> ''",
+                        1 => "UPDATE posts SET n = n + 5000000 WHERE rowid = (SELECT min(rowid) FROM posts) AND ?1 <> ''",
+                        _ => INSERT,
+                    };
+                    write(&s, sql, vec![id]).await;
+                    i += 1;
+                }
+                i
+            }));
+        }
+        let mut readers = Vec::new();
+        for _ in 0..4 {
+            let s = Arc::clone(&store);
+            readers.push(tokio::spawn(async move {
+                let mut n = 0usize;
+                while std::time::Instant::now() < until {
+                    let (carried, direct) = seen(&s).await;
+                    assert_eq!(carried, direct, "results that are not their snapshot's");
+                    n += 1;
+                    tokio::task::yield_now().await;
+                }
+                n
+            }));
+        }
+        let mut wrote = 0;
+        for w in writers {
+            wrote += w.await.unwrap();
+        }
+        let mut read = 0;
+        for r in readers {
+            read += r.await.unwrap();
+        }
+        assert!(wrote > 100 && read > 100, "wrote {wrote}, read {read}");
+    }
+}
