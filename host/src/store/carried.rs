@@ -33,7 +33,7 @@ use std::time::Duration;
 
 /// How long a reader waits for the writer to publish a commit its snapshot may hold before it
 /// computes in full instead.
-const PATIENCE: Duration = Duration::from_millis(1);
+const PATIENCE: Duration = Duration::from_millis(5);
 
 /// The most rows of a sort carried (offset plus page); deeper pages are read as they are.
 pub(crate) const FIRST_MAX: i64 = 500;
@@ -44,13 +44,20 @@ const SORTS_MAX: usize = 256;
 pub(crate) struct Carried {
     changes: Arc<Changes>,
     /// Lowercased table name -> what a snapshot counted.
-    counts: Mutex<HashMap<String, Known<i64>>>,
+    counts: Mutex<HashMap<String, History<i64>>>,
     /// (lowercased table, ORDER BY, n) -> the rowids of the first n rows in that order.
-    firsts: Mutex<HashMap<SortKey, Known<Vec<i64>>>>,
+    firsts: Mutex<HashMap<SortKey, History<Vec<i64>>>>,
 }
 
 /// A carried sort: lowercased table, ORDER BY, how many rows.
 type SortKey = (String, String, i64);
+
+/// The last few results of one kind, newest first. Readers overlap: one whose snapshot is
+/// older than the newest result may still carry an older one over.
+type History<T> = Vec<Known<T>>;
+
+/// Results kept per table or sort.
+const HISTORY: usize = 4;
 
 #[derive(Debug, Clone)]
 struct Known<T> {
@@ -117,11 +124,25 @@ impl Carry<'_> {
             && (!rewrites || changes.rows_unchanged_since(known.from, [self.key.as_str()]))
     }
 
-    /// Keep `value`, read in this snapshot, unless a newer one is kept already. At the largest
-    /// rowid SQLite picks new ones at random: nothing is carried then.
+    /// The newest result in `map` under `key` this snapshot may carry over.
+    fn find<K: std::hash::Hash + Eq, T: Clone>(
+        &self,
+        map: &Mutex<HashMap<K, History<T>>>,
+        key: &K,
+        rewrites: bool,
+    ) -> Option<Known<T>> {
+        let m = map.lock().ok()?;
+        m.get(key)?
+            .iter()
+            .find(|k| self.usable(k, rewrites))
+            .cloned()
+    }
+
+    /// Keep `value`, read in this snapshot, among the newest results. At the largest rowid
+    /// SQLite picks new ones at random: nothing is carried then.
     fn keep<K: std::hash::Hash + Eq, T>(
         &self,
-        map: &Mutex<HashMap<K, Known<T>>>,
+        map: &Mutex<HashMap<K, History<T>>>,
         key: K,
         value: T,
     ) {
@@ -131,16 +152,19 @@ impl Carry<'_> {
         let Ok(mut m) = map.lock() else {
             return;
         };
-        if m.get(&key)
-            .is_some_and(|old| !self.before.not_before(old.from))
-        {
-            return;
-        }
         if m.len() >= SORTS_MAX && !m.contains_key(&key) {
             m.clear();
         }
-        m.insert(
-            key,
+        let history = m.entry(key).or_default();
+        let at = history
+            .iter()
+            .position(|old| !old.from.not_before(self.before))
+            .unwrap_or(history.len());
+        if at >= HISTORY {
+            return;
+        }
+        history.insert(
+            at,
             Known {
                 value,
                 top: self.top,
@@ -148,6 +172,7 @@ impl Carry<'_> {
                 to: self.after,
             },
         );
+        history.truncate(HISTORY);
     }
 
     fn table_sql(&self) -> String {
@@ -159,9 +184,7 @@ impl Carry<'_> {
     /// The number of rows of the table in this snapshot.
     pub(crate) fn rows(&self, conn: Conn<'_>, cost: &mut ScanCost) -> Result<i64> {
         let conn = conn.0;
-        let known = (self.carried.counts.lock().ok())
-            .and_then(|k| k.get(&self.key).cloned())
-            .filter(|k| self.usable(k, false));
+        let known = self.find(&self.carried.counts, &self.key, false);
         let from = self.table_sql();
         let rows = match known {
             Some(k) if self.top <= k.top => k.value,
@@ -196,9 +219,7 @@ impl Carry<'_> {
     ) -> Result<Vec<i64>> {
         let conn = conn.0;
         let key = (self.key.clone(), order.to_owned(), n);
-        let known = (self.carried.firsts.lock().ok())
-            .and_then(|k| k.get(&key).cloned())
-            .filter(|k| self.usable(k, true));
+        let known = self.find(&self.carried.firsts, &key, true);
         let from = self.table_sql();
         let ids: Vec<i64> = match known {
             Some(k) if self.top <= k.top => k.value,
@@ -420,6 +441,39 @@ mod tests {
         delete_unseen(dir.path(), "b146");
         store.write_schema(|_| Ok(())).await.unwrap();
         assert!(!carried_over(&store).await);
+    }
+
+    /// Readers overlap: one whose snapshot is older than the newest result kept still carries
+    /// an older result over (rather than counting a million rows again).
+    #[tokio::test]
+    async fn an_older_snapshot_carries_an_older_result_over() {
+        let (dir, store) = open().await;
+        write(&store, INSERT, ids("a", 100)).await;
+        let _ = seen(&store).await;
+        // From here a carried count is one more than the table's.
+        delete_unseen(dir.path(), "a50");
+        write(&store, INSERT, vec!["b1".into()]).await;
+        let data = dir.path().join("data.db");
+        store
+            .read_snapshot(|conn| {
+                let mut cost = ScanCost::default();
+                let before = store.changes().stamp();
+                let older = store.carried().begin(conn, "posts", before)?;
+                // Meanwhile: another insert, and a reader that keeps a newer count.
+                store.write_blocking(|c| Ok(c.execute(INSERT, ["b2"])?))?;
+                let side = rusqlite::Connection::open(&data)?;
+                let tx = side.unchecked_transaction()?;
+                let newer = store
+                    .carried()
+                    .begin(Conn(&tx), "posts", store.changes().stamp())?;
+                assert_eq!(newer.rows(Conn(&tx), &mut cost)?, 102, "carried: 100 + 2");
+                drop(tx);
+                // The older snapshot has no b2: the newer count is not for it, the first is.
+                assert_eq!(older.rows(conn, &mut cost)?, 101, "carried: 100 + 1");
+                Ok(())
+            })
+            .await
+            .unwrap();
     }
 
     #[test]
