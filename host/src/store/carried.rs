@@ -31,9 +31,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// How long a reader waits for the writer to publish a commit its snapshot may hold before it
-/// computes in full instead.
-const PATIENCE: Duration = Duration::from_millis(5);
+/// How long a reader waits for the writer to publish a commit its snapshot may hold. Past it
+/// (a checkpoint, a long job), it looks at what that job did to its table instead: results
+/// are still carried over if it only inserted there, but not kept.
+const PATIENCE: Duration = Duration::from_millis(2);
 
 /// The most rows of a sort carried (offset plus page); deeper pages are read as they are.
 pub(crate) const FIRST_MAX: i64 = 500;
@@ -77,6 +78,9 @@ pub(crate) struct Carry<'a> {
     before: Stamp,
     after: Stamp,
     settled: bool,
+    /// When not settled: whether the write job in flight updated, and removed, rows of the
+    /// table (see [`Changes::in_flight`]).
+    in_flight: (bool, bool),
 }
 
 impl Carried {
@@ -101,6 +105,11 @@ impl Carried {
         // Also what opens the snapshot, when nothing read in it yet.
         let top: Option<i64> = conn.0.prepare_cached(&sql)?.query_row([], |r| r.get(0))?;
         let settled = self.changes.settled(PATIENCE);
+        let in_flight = if settled {
+            (false, false)
+        } else {
+            self.changes.in_flight(table)
+        };
         Ok(Carry {
             carried: self,
             table,
@@ -109,6 +118,7 @@ impl Carried {
             before,
             after: self.changes.stamp(),
             settled,
+            in_flight,
         })
     }
 }
@@ -118,7 +128,9 @@ impl Carry<'_> {
     /// row since would spoil it too (a sort's order), or only a removal (a count).
     fn usable<T>(&self, known: &Known<T>, rewrites: bool) -> bool {
         let changes = &self.carried.changes;
-        self.settled
+        let (updated, removed) = self.in_flight;
+        !removed
+            && (!rewrites || !updated)
             && self.before.not_before(known.to)
             && changes.nothing_removed_since(known.from, &self.key)
             && (!rewrites || changes.rows_unchanged_since(known.from, [self.key.as_str()]))
@@ -138,8 +150,9 @@ impl Carry<'_> {
             .cloned()
     }
 
-    /// Keep `value`, read in this snapshot, among the newest results. At the largest rowid
-    /// SQLite picks new ones at random: nothing is carried then.
+    /// Keep `value`, read in this snapshot, among the newest results. Not when the snapshot
+    /// may hold a commit not published yet (no stamp bounds it), nor at the largest rowid
+    /// (SQLite picks new ones at random then).
     fn keep<K: std::hash::Hash + Eq, T>(
         &self,
         map: &Mutex<HashMap<K, History<T>>>,

@@ -211,6 +211,22 @@ impl Changes {
         }
     }
 
+    /// What the write job on the writer now has done to `table` (lowercase) so far: whether
+    /// it updated (or removed) rows, and whether it removed any. Once a reader is not
+    /// [`settled`](Changes::settled), the one commit its snapshot may hold unpublished is this
+    /// job's, and all of its changes are noted by then (they come before its COMMIT).
+    pub(crate) fn in_flight(&self, table: &str) -> (bool, bool) {
+        let Ok(t) = self.touched.lock() else {
+            return (true, true);
+        };
+        let schema = t.get(SCHEMA).is_some_and(|e| e.removal);
+        t.iter()
+            .filter(|(name, _)| name.eq_ignore_ascii_case(table))
+            .fold((schema, schema), |(rw, rm), (_, e)| {
+                (rw || e.rewrite, rm || e.removal)
+            })
+    }
+
     /// Has nothing been removed from `table` (lowercase) since `stamp`: no delete, no plugin
     /// SQL write, no schema change published after it?
     pub(crate) fn nothing_removed_since(&self, stamp: Stamp, table: &str) -> bool {
@@ -405,5 +421,28 @@ mod tests {
         assert!(!c.row_unchanged_since(before, "posts", 2));
         assert!(!c.nothing_removed_since(before, "posts"));
         assert!(!RAW.with(Cell::get), "raw ends with its statement");
+    }
+
+    #[test]
+    fn a_job_in_flight_tells_what_it_did_to_each_table() {
+        let c = Changes::new();
+        c.committing();
+        c.touch("Posts", RowChange::Insert, 9);
+        assert_eq!(c.in_flight("posts"), (false, false), "inserts only");
+        assert!(!c.settled(std::time::Duration::from_millis(1)));
+        c.touch("posts", RowChange::Update, 3);
+        assert_eq!(c.in_flight("posts"), (true, false));
+        c.touch("posts", RowChange::Delete, 4);
+        assert_eq!(c.in_flight("posts"), (true, true));
+        assert_eq!(c.in_flight("users"), (false, false));
+        c.schema_changed();
+        assert_eq!(
+            c.in_flight("users"),
+            (true, true),
+            "a schema change reaches every table"
+        );
+        c.publish();
+        assert!(c.settled(std::time::Duration::ZERO));
+        assert_eq!(c.in_flight("posts"), (false, false));
     }
 }
