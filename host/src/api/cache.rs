@@ -295,10 +295,10 @@ mod tests {
             },
         );
         assert!(c.response(&changes, "k").is_some());
-        changes.touch("users", crate::store::RowChange::Update, 1);
+        changes.touch("users", crate::store::changes::RowChange::Update, 1);
         changes.publish();
         assert!(c.response(&changes, "k").is_some());
-        changes.touch("posts", crate::store::RowChange::Insert, 1);
+        changes.touch("posts", crate::store::changes::RowChange::Insert, 1);
         changes.publish();
         assert!(c.response(&changes, "k").is_none());
     }

@@ -77,10 +77,9 @@ pub(crate) struct Carry<'a> {
     top: i64,
     before: Stamp,
     after: Stamp,
-    settled: bool,
-    /// When not settled: whether the write job in flight updated, and removed, rows of the
-    /// table (see [`Changes::in_flight`]).
-    in_flight: (bool, bool),
+    /// None when the writer was settled; else whether the write job in flight updated, and
+    /// removed, rows of the table (see [`Changes::in_flight`]).
+    in_flight: Option<(bool, bool)>,
 }
 
 impl Carried {
@@ -104,12 +103,7 @@ impl Carried {
         push_qi(&mut sql, table);
         // Also what opens the snapshot, when nothing read in it yet.
         let top: Option<i64> = conn.0.prepare_cached(&sql)?.query_row([], |r| r.get(0))?;
-        let settled = self.changes.settled(PATIENCE);
-        let in_flight = if settled {
-            (false, false)
-        } else {
-            self.changes.in_flight(table)
-        };
+        let in_flight = (!self.changes.settled(PATIENCE)).then(|| self.changes.in_flight(table));
         Ok(Carry {
             carried: self,
             table,
@@ -117,7 +111,6 @@ impl Carried {
             top: top.unwrap_or(0),
             before,
             after: self.changes.stamp(),
-            settled,
             in_flight,
         })
     }
@@ -128,7 +121,7 @@ impl Carry<'_> {
     /// row since would spoil it too (a sort's order), or only a removal (a count).
     fn usable<T>(&self, known: &Known<T>, rewrites: bool) -> bool {
         let changes = &self.carried.changes;
-        let (updated, removed) = self.in_flight;
+        let (updated, removed) = self.in_flight.unwrap_or_default();
         !removed
             && (!rewrites || !updated)
             && self.before.not_before(known.to)
@@ -159,7 +152,7 @@ impl Carry<'_> {
         key: K,
         value: T,
     ) {
-        if !self.settled || self.top == i64::MAX {
+        if self.in_flight.is_some() || self.top == i64::MAX {
             return;
         }
         let Ok(mut m) = map.lock() else {
@@ -204,17 +197,12 @@ impl Carry<'_> {
             Some(k) => {
                 let mut stmt =
                     conn.prepare_cached(&format!("SELECT count(*) FROM {from} WHERE rowid > ?"))?;
-                ScanCost::start(&stmt);
-                let more: i64 = stmt.query_row([k.top], |r| r.get(0))?;
-                cost.add(&stmt);
+                let more: i64 = cost.measure(&mut stmt, |s| s.query_row([k.top], |r| r.get(0)))?;
                 k.value + more
             }
             None => {
                 let mut stmt = conn.prepare_cached(&format!("SELECT count(*) FROM {from}"))?;
-                ScanCost::start(&stmt);
-                let n: i64 = stmt.query_row([], |r| r.get(0))?;
-                cost.add(&stmt);
-                n
+                cost.measure(&mut stmt, |s| s.query_row([], |r| r.get(0)))?
             }
         };
         self.keep(&self.carried.counts, self.key.clone(), rows);
@@ -250,23 +238,15 @@ impl Carry<'_> {
                 }
                 params.push(&k.top);
                 params.push(&n);
-                ScanCost::start(&stmt);
-                let ids = stmt
-                    .query_map(params.as_slice(), |r| r.get(0))?
-                    .collect::<rusqlite::Result<Vec<i64>>>()?;
-                cost.add(&stmt);
-                ids
+                cost.measure(&mut stmt, |s| {
+                    s.query_map(params.as_slice(), |r| r.get(0))?.collect()
+                })?
             }
             None => {
                 let mut stmt = conn.prepare_cached(&format!(
                     "SELECT rowid FROM {from} ORDER BY {order} LIMIT ?"
                 ))?;
-                ScanCost::start(&stmt);
-                let ids = stmt
-                    .query_map([n], |r| r.get(0))?
-                    .collect::<rusqlite::Result<Vec<i64>>>()?;
-                cost.add(&stmt);
-                ids
+                cost.measure(&mut stmt, |s| s.query_map([n], |r| r.get(0))?.collect())?
             }
         };
         self.keep(&self.carried.firsts, key, ids.clone());

@@ -9,7 +9,7 @@
 //! Updates and deletes are also kept per row (by rowid, a bounded log per table), so a result
 //! that shows one known row (a record's view) stays valid while other rows of its table change.
 //! Deletes are also versioned on their own, so a table's row count can be carried over inserts
-//! (`counts.rs`).
+//! (`carried.rs`).
 //!
 //! A commit and its publication are two steps: between them a reader's snapshot may hold rows
 //! the versions do not tell of yet. [`Changes::settled`] says when no commit is between the two.
@@ -75,6 +75,16 @@ pub(crate) enum RowChange {
     Insert,
     Update,
     Delete,
+}
+
+impl From<rusqlite::hooks::Action> for RowChange {
+    fn from(action: rusqlite::hooks::Action) -> Self {
+        match action {
+            rusqlite::hooks::Action::SQLITE_INSERT => RowChange::Insert,
+            rusqlite::hooks::Action::SQLITE_DELETE => RowChange::Delete,
+            _ => RowChange::Update,
+        }
+    }
 }
 
 thread_local! {
@@ -398,12 +408,7 @@ mod tests {
         let feed = Arc::clone(&c);
         conn.update_hook(Some(
             move |a: rusqlite::hooks::Action, _: &str, table: &str, rowid: i64| {
-                let change = match a {
-                    rusqlite::hooks::Action::SQLITE_INSERT => RowChange::Insert,
-                    rusqlite::hooks::Action::SQLITE_DELETE => RowChange::Delete,
-                    _ => RowChange::Update,
-                };
-                feed.touch(table, change, rowid);
+                feed.touch(table, a.into(), rowid);
             },
         ));
         let replace = "REPLACE INTO posts VALUES ('a', 'x')";

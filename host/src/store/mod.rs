@@ -19,7 +19,7 @@ use crate::metrics;
 use crate::schema::{Collection, Rules, Schema, define};
 use arc_swap::ArcSwap;
 pub(crate) use carried::Carried;
-pub(crate) use changes::{Changes, RowChange, Stamp};
+pub(crate) use changes::{Changes, Stamp};
 use rusqlite::{Connection, OpenFlags};
 use std::path::Path;
 use std::sync::{Arc, Mutex, mpsc};
@@ -603,12 +603,7 @@ impl Store {
         let feed = Arc::clone(&changes);
         writer.update_hook(Some(
             move |action: rusqlite::hooks::Action, _: &str, table: &str, rowid: i64| {
-                let change = match action {
-                    rusqlite::hooks::Action::SQLITE_INSERT => RowChange::Insert,
-                    rusqlite::hooks::Action::SQLITE_DELETE => RowChange::Delete,
-                    _ => RowChange::Update,
-                };
-                feed.touch(table, change, rowid);
+                feed.touch(table, action.into(), rowid);
             },
         ));
 
@@ -972,7 +967,6 @@ mod tests {
     fn synchronous_full_reaches_every_file_of_the_store() {
         let dir = tempfile::tempdir().unwrap();
         let full = StoreConfig {
-            mmap_mib: 0,
             synchronous: Synchronous::Full,
             ..cfg()
         };

@@ -106,7 +106,7 @@ pub(crate) struct ScanCost {
 impl ScanCost {
     /// Zero `stmt`'s counters: a cached statement keeps counting across its runs, and the same
     /// text may have run for another caller since.
-    pub(super) fn start(stmt: &rusqlite::Statement<'_>) {
+    fn start(stmt: &rusqlite::Statement<'_>) {
         for s in [
             StatementStatus::FullscanStep,
             StatementStatus::Sort,
@@ -117,11 +117,23 @@ impl ScanCost {
     }
 
     /// Add what `stmt` counted since [`ScanCost::start`].
-    pub(super) fn add(&mut self, stmt: &rusqlite::Statement<'_>) {
+    fn add(&mut self, stmt: &rusqlite::Statement<'_>) {
         let n = |s| u64::try_from(stmt.reset_status(s)).unwrap_or(0);
         self.full_scan_rows += n(StatementStatus::FullscanStep);
         self.sorts += n(StatementStatus::Sort);
         self.vm_steps += n(StatementStatus::VmStep);
+    }
+
+    /// Run `f` on `stmt` and add what it cost.
+    pub(super) fn measure<R>(
+        &mut self,
+        stmt: &mut rusqlite::Statement<'_>,
+        f: impl FnOnce(&mut rusqlite::Statement<'_>) -> rusqlite::Result<R>,
+    ) -> rusqlite::Result<R> {
+        Self::start(stmt);
+        let out = f(stmt);
+        self.add(stmt);
+        out
     }
 }
 
