@@ -74,6 +74,8 @@ SCENARIOS = {
     "mixed_1m_w20": ("1m", "mixed_writes.lua", LIST, "20% create, the rest half sort=-created list, half view"),
     "mixed_1m_w20_indexed": ("1m_idx", "mixed_writes.lua", LIST,
                              "mixed_1m_w20 with the index on created declared"),
+    "mixed_1m_w20_filtered": ("1m", "mixed_writes.lua", LIST,
+                              "mixed_1m_w20 whose list is a feed: filter=(published=true)&sort=-created"),
     "sign_in": ("1k", "sign_in.lua", SIGN_IN, "POST auth-with-password, the right password, 50 users cycled"),
     "list_during_wrong_sign_ins": ("1k", "get.lua", LIST,
                                    "default list while 50 connections send wrong passwords for the 50 users"),
@@ -89,7 +91,9 @@ CONNS = {"batch_create": 16, "sign_in": 16,
 LARGE = [s for s, v in SCENARIOS.items() if v[0] in DERIVED]
 # A scenario's extra environment for its wrk script.
 SCENARIO_ENV = {"mixed_1m_w5": {"BENCH_WRITE_PCT": "5"}, "mixed_1m_w20": {"BENCH_WRITE_PCT": "20"},
-                "mixed_1m_w20_indexed": {"BENCH_WRITE_PCT": "20"}}
+                "mixed_1m_w20_indexed": {"BENCH_WRITE_PCT": "20"},
+                "mixed_1m_w20_filtered": {"BENCH_WRITE_PCT": "20",
+                                          "BENCH_LIST_QUERY": "?filter=(published%3Dtrue)&sort=-created"}}
 # Scenarios whose first requests on a fresh server are also timed uncached (the probe, then
 # UNCACHED_EXTRA more with a no-op query parameter that keeps them out of any response cache).
 UNCACHED = ("list_1m", "sort_created_1m", "sort_created_1m_indexed", "filter_sort_1m")

@@ -215,10 +215,11 @@ pub(crate) fn list(
 /// `rowid` in sort order gives both: the total is the number of rows it yields, and only the
 /// page's rowids are kept; the page's rows are then read by rowid.
 ///
-/// A whole table's list (no WHERE, no joins) takes its total, and the rowids of its page when
-/// it is sorted by the table's own columns, from `carried` (when given): carried over the
-/// inserts since they were last read when they can be (see `store::Carried`); `before` is a
-/// stamp taken before the snapshot's transaction read anything.
+/// A list without joins (the whole table, or a filter over the row itself: see
+/// `store::carried::Rows`) takes its total, and the rowids of its page when it is sorted by the
+/// table's own columns, from `carried` (when given): carried over the inserts since they were
+/// last read when they can be (see `store::Carried`); `before` is a stamp taken before the
+/// snapshot's transaction read anything.
 ///
 /// What the statements cost is added to `cost`.
 pub(crate) fn page_and_total(
@@ -232,22 +233,29 @@ pub(crate) fn page_and_total(
     let conn = conn.0;
     let (lo, hi) = (offset.max(0), offset.max(0).saturating_add(limit.max(0)));
     if let Some((carried, before)) = carried
-        && sel.where_sql.is_empty()
         && sel.joins.is_empty()
-        && sel.params.is_empty()
+        && !sel.volatile
         && !c.is_view()
     {
-        let carry = carried.begin(super::Conn(conn), &c.name, before)?;
-        let rows = if limit > 0
+        let sorted = limit > 0
             && hi <= super::carried::FIRST_MAX
-            && super::carried::carriable_order(&c.name, &sel.order_sql)
-        {
-            let first = carry.first(super::Conn(conn), &sel.order_sql, hi, cost)?;
-            by_rowids(conn, c, first.get(lo as usize..).unwrap_or(&[]))?
-        } else {
-            list_costed(super::Conn(conn), c, sel, limit, offset, cost)?
-        };
-        return Ok((rows, carry.rows(super::Conn(conn), cost)?));
+            && super::carried::carriable_order(&c.name, &sel.order_sql);
+        // A filtered page in an order that cannot be carried comes from the one scan below
+        // (unsorted, it is the first matches a short walk finds).
+        if sorted || sel.where_sql.is_empty() || sel.order_sql.is_empty() {
+            let which = super::carried::Rows {
+                where_sql: &sel.where_sql,
+                params: &sel.params,
+            };
+            let carry = carried.begin(super::Conn(conn), &c.name, before)?;
+            let rows = if sorted {
+                let first = carry.first(super::Conn(conn), which, &sel.order_sql, hi, cost)?;
+                by_rowids(conn, c, first.get(lo as usize..).unwrap_or(&[]))?
+            } else {
+                list_costed(super::Conn(conn), c, sel, limit, offset, cost)?
+            };
+            return Ok((rows, carry.rows(super::Conn(conn), which, cost)?));
+        }
     }
     if sel.where_sql.is_empty() || !sel.joins.is_empty() || c.is_view() {
         let rows = list_costed(super::Conn(conn), c, sel, limit, offset, cost)?;
