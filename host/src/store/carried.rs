@@ -53,6 +53,9 @@ pub(crate) struct Carried {
     /// (lowercased table and WHERE, ORDER BY, n) -> the rowids of the first n rows in that
     /// order.
     firsts: Mutex<HashMap<SortKey, History<Vec<i64>>>>,
+    /// (lowercased table and WHERE, ORDER BY) -> whether SQLite reads that sort's rows in
+    /// rowid order and sorts them itself (see [`Carry::first`]), and the stamp it was seen at.
+    plans: Mutex<HashMap<(String, String), (bool, Stamp)>>,
 }
 
 /// A carried sort: lowercased table and WHERE, ORDER BY, how many rows.
@@ -93,6 +96,7 @@ impl Carried {
             changes,
             counts: Mutex::new(HashMap::new()),
             firsts: Mutex::new(HashMap::new()),
+            plans: Mutex::new(HashMap::new()),
         }
     }
 
@@ -163,13 +167,7 @@ impl Carry<'_> {
         let Ok(mut m) = map.lock() else {
             return;
         };
-        if m.len() >= KEPT_MAX && !m.contains_key(&key) {
-            // Filters whose values change with every request come and go; one leaves, and
-            // the results read often are likely to stay.
-            if let Some(old) = m.keys().next().cloned() {
-                m.remove(&old);
-            }
-        }
+        make_room(&mut m, &key);
         let history = m.entry(key).or_default();
         let at = history
             .iter()
@@ -251,7 +249,7 @@ impl Carry<'_> {
                 let m = n.max(1) as usize;
                 let marks: Vec<String> = (at + 1..=at + m).map(|i| format!("?{i}")).collect();
                 let sql = format!(
-                    "SELECT rowid FROM {from} WHERE rowid IN ({}) OR (rowid > ?{}{}) ORDER BY {order} LIMIT ?{}",
+                    "SELECT rowid FROM {from} WHERE rowid IN ({}) OR (rowid > ?{}{}) ORDER BY {order}, rowid LIMIT ?{}",
                     marks.join(", "),
                     at + m + 1,
                     which.and(),
@@ -277,13 +275,52 @@ impl Carry<'_> {
                 );
                 params.push(&n);
                 let mut stmt = conn.prepare_cached(&sql)?;
-                cost.measure(&mut stmt, |s| {
+                let ids = cost.measure(&mut stmt, |s| {
                     s.query_map(params.as_slice(), |r| r.get(0))?.collect()
-                })?
+                })?;
+                if !self.sorts_in_rowid_order(conn, &key, &sql, &params)? {
+                    return Ok(ids);
+                }
+                ids
             }
         };
         self.keep(&self.carried.firsts, key, ids.clone());
         Ok(ids)
+    }
+
+    /// Whether SQLite answers the sort `sql` by reading the rows in rowid order (a plain scan)
+    /// and sorting them itself. Its sorter keeps equal rows in the order it got them, so rows
+    /// that tie on every sort key come out in rowid order: the order the carried statement
+    /// gives them (by its tie-break on rowid). Through an index (one on the sort's columns, or
+    /// on the filter's) ties come out in the index's order, which the carried statement cannot
+    /// follow: those sorts are read as they are (an index walk is short; the count is still
+    /// carried). Asked once per sort until rows are removed or the schema changes.
+    fn sorts_in_rowid_order(
+        &self,
+        conn: &rusqlite::Connection,
+        key: &SortKey,
+        sql: &str,
+        params: &[&dyn ToSql],
+    ) -> Result<bool> {
+        let changes = &self.carried.changes;
+        let plan_key = (key.0.clone(), key.1.clone());
+        if let Ok(plans) = self.carried.plans.lock()
+            && let Some(&(plain, seen)) = plans.get(&plan_key)
+            && changes.nothing_removed_since(seen, &self.key)
+        {
+            return Ok(plain);
+        }
+        let seen = changes.stamp();
+        let mut stmt = conn.prepare_cached(&format!("EXPLAIN QUERY PLAN {sql}"))?;
+        let steps: Vec<(i64, String)> = stmt
+            .query_map(params, |r| Ok((r.get(1)?, r.get(3)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        let plain = plain_sort(self.table, &steps);
+        if let Ok(mut plans) = self.carried.plans.lock() {
+            make_room(&mut plans, &plan_key);
+            plans.insert(plan_key, (plain, seen));
+        }
+        Ok(plain)
     }
 }
 
@@ -349,6 +386,33 @@ impl<'a> Rows<'a> {
             format!(" AND ({})", self.where_sql)
         }
     }
+}
+
+/// Past [`KEPT_MAX`] entries, one leaves to make room for `key`: filters whose values change
+/// with every request come and go, and the results read often are likely to stay.
+fn make_room<K: std::hash::Hash + Eq + Clone, V>(m: &mut HashMap<K, V>, key: &K) {
+    if m.len() >= KEPT_MAX
+        && !m.contains_key(key)
+        && let Some(old) = m.keys().next().cloned()
+    {
+        m.remove(&old);
+    }
+}
+
+/// Whether a query plan (`EXPLAIN QUERY PLAN`'s parent and detail per step) reads `table` by a
+/// plain scan, in rowid order, and sorts what it keeps with a temporary b-tree.
+fn plain_sort(table: &str, steps: &[(i64, String)]) -> bool {
+    let top: Vec<&str> = steps
+        .iter()
+        .filter(|(parent, _)| *parent == 0)
+        .map(|(_, d)| d.as_str())
+        .collect();
+    let loops: Vec<&&str> = top
+        .iter()
+        .filter(|d| d.starts_with("SCAN ") || d.starts_with("SEARCH "))
+        .collect();
+    matches!(loops.as_slice(), [only] if only.strip_prefix("SCAN ").is_some_and(|t| t.eq_ignore_ascii_case(table)))
+        && top.contains(&"USE TEMP B-TREE FOR ORDER BY")
 }
 
 /// Whether `order` (a compiled ORDER BY) sorts `table` by its own columns only, so its first
@@ -609,6 +673,187 @@ mod tests {
             })
             .await
             .unwrap();
+    }
+
+    /// A sort an index answers is read as it is (the index's order of ties is not the carried
+    /// statement's); its count is still carried.
+    #[tokio::test]
+    async fn a_sort_through_an_index_is_read_as_it_is() {
+        let (dir, store) = open().await;
+        store
+            .write_schema(|c| {
+                c.0.execute_batch("CREATE INDEX posts_n ON posts (n)")?;
+                Ok(())
+            })
+            .await
+            .unwrap();
+        write(&store, INSERT, ids("a", 100)).await;
+        write(&store, INSERT, ids("b", 100)).await;
+        let (carried, direct) = seen(&store).await;
+        assert_eq!(carried, direct);
+        // a99 and b99 tie at the top; the index walks them newest first.
+        delete_unseen(dir.path(), "a99");
+        write(&store, INSERT, vec!["c1".into()]).await;
+        let (carried, direct) = seen(&store).await;
+        assert_eq!(carried.rows, direct.rows + 1, "the count is carried");
+        assert_eq!(carried.first, direct.first, "the sort is read again");
+        assert_eq!(carried.kept_first, direct.kept_first);
+    }
+
+    /// Generated: tables with many ties, random indexes, filters and sorts, and inserts in
+    /// between. After each insert the carried count and first rows are exactly what the same
+    /// statements read directly give, ties included.
+    #[tokio::test]
+    async fn generated_sorts_with_ties_carry_the_direct_answer() {
+        use rand::{Rng, SeedableRng};
+        const FILTERS: [(&str, &str); 4] = [
+            ("", ""),
+            ("`posts`.`n` > ?1", "WHERE `posts`.`n` > 1"),
+            ("`posts`.`t` = ?1", "WHERE `posts`.`t` = 1"),
+            ("`posts`.`n` % 2 = ?1", "WHERE `posts`.`n` % 2 = 1"),
+        ];
+        const ORDERS: [&str; 5] = [
+            "`posts`.`n` DESC",
+            "`posts`.`t` ASC",
+            "`posts`.`t` DESC, `posts`.`n` ASC",
+            "`posts`.`n` ASC, `posts`.`t` DESC",
+            "`posts`.`id` DESC",
+        ];
+        const INDEXES: [&str; 4] = ["(n)", "(t)", "(n, t)", "(t DESC, n)"];
+        let mut rng = rand::rngs::StdRng::seed_from_u64(21);
+        let mut compared = 0;
+        for case in 0..24 {
+            let (_dir, store) = open().await;
+            let indexes: Vec<String> = INDEXES
+                .iter()
+                .enumerate()
+                .filter(|_| rng.random_bool(0.3))
+                .map(|(i, cols)| format!("CREATE INDEX posts_{i} ON posts {cols};"))
+                .collect();
+            store
+                .write_schema(move |c| {
+                    c.0.execute_batch(&indexes.concat())?;
+                    Ok(())
+                })
+                .await
+                .unwrap();
+            let mut next = 0usize;
+            for _round in 0..4 {
+                let rows: Vec<(String, i64, i64)> = (0..rng.random_range(1..40usize))
+                    .map(|_| {
+                        next += 1;
+                        (
+                            format!("{case}-{next}"),
+                            rng.random_range(0..4),
+                            rng.random_range(0..3),
+                        )
+                    })
+                    .collect();
+                store
+                    .write(move |c| {
+                        for (id, n, t) in &rows {
+                            c.0.execute(
+                                "INSERT INTO posts (id, n, t) VALUES (?1, ?2, ?3)",
+                                rusqlite::params![id, n, t],
+                            )?;
+                        }
+                        Ok(())
+                    })
+                    .await
+                    .unwrap();
+                for (w, direct_where) in FILTERS {
+                    for order in ORDERS {
+                        let n = rng.random_range(1..30i64);
+                        let params = [Stored::Int(1)];
+                        let which = Rows {
+                            where_sql: w,
+                            params: if w.is_empty() { &[] } else { &params },
+                        };
+                        let (got, want) = store
+                            .read_snapshot(|conn| {
+                                let before = store.changes().stamp();
+                                let mut cost = ScanCost::default();
+                                let carry = store.carried().begin(conn, "posts", before)?;
+                                let got = (
+                                    carry.rows(conn, which, &mut cost)?,
+                                    carry.first(conn, which, order, n, &mut cost)?,
+                                );
+                                let want = (
+                                    conn.0.query_row(
+                                        &format!("SELECT count(*) FROM posts {direct_where}"),
+                                        [],
+                                        |r| r.get(0),
+                                    )?,
+                                    conn.0
+                                        .prepare(&format!(
+                                            "SELECT rowid FROM posts {direct_where} ORDER BY {order} LIMIT ?"
+                                        ))?
+                                        .query_map([n], |r| r.get(0))?
+                                        .collect::<rusqlite::Result<Vec<i64>>>()?,
+                                );
+                                Ok((got, want))
+                            })
+                            .await
+                            .unwrap();
+                        assert_eq!(got, want, "case {case}: {w} ORDER BY {order} LIMIT {n}");
+                        compared += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(compared, 24 * 4 * 4 * 5);
+    }
+
+    #[test]
+    fn only_plain_scans_sorted_by_sqlite_are_carried() {
+        let plan = |steps: &[(i64, &str)]| -> Vec<(i64, String)> {
+            steps.iter().map(|(p, d)| (*p, (*d).to_owned())).collect()
+        };
+        for (steps, ok) in [
+            (
+                plan(&[(0, "SCAN posts"), (0, "USE TEMP B-TREE FOR ORDER BY")]),
+                true,
+            ),
+            (
+                plan(&[(0, "SCAN Posts"), (0, "USE TEMP B-TREE FOR ORDER BY")]),
+                true,
+            ),
+            (
+                plan(&[
+                    (0, "SCAN posts"),
+                    (0, "CORRELATED SCALAR SUBQUERY 1"),
+                    (3, "SCAN json_each VIRTUAL TABLE INDEX 1:"),
+                    (0, "USE TEMP B-TREE FOR ORDER BY"),
+                ]),
+                true,
+            ),
+            (plan(&[(0, "SCAN posts USING INDEX posts_n")]), false),
+            (
+                plan(&[(0, "SCAN posts USING COVERING INDEX posts_n")]),
+                false,
+            ),
+            (
+                plan(&[
+                    (0, "SEARCH posts USING INDEX posts_n (n>?)"),
+                    (0, "USE TEMP B-TREE FOR ORDER BY"),
+                ]),
+                false,
+            ),
+            (
+                plan(&[
+                    (0, "SCAN posts"),
+                    (0, "USE TEMP B-TREE FOR RIGHT PART OF ORDER BY"),
+                ]),
+                false,
+            ),
+            (
+                plan(&[(0, "SCAN users"), (0, "USE TEMP B-TREE FOR ORDER BY")]),
+                false,
+            ),
+            (plan(&[(0, "SCAN posts")]), false),
+        ] {
+            assert_eq!(plain_sort("posts", &steps), ok, "{steps:?}");
+        }
     }
 
     #[test]
