@@ -835,10 +835,15 @@ impl Store {
     }
 
     /// PocketBase's `__pbDBOptimize__`: let SQLite refresh the planner's statistics where they
-    /// are stale (`PRAGMA optimize`, cheap when nothing changed).
+    /// are stale (`PRAGMA optimize`, cheap when nothing changed). New statistics may change
+    /// plans, which carried sorts depend on (see `store::carried`): they read again.
     pub(crate) async fn optimize(&self) -> Result<()> {
-        self.write(|c| Ok(c.0.execute_batch("PRAGMA optimize;")?))
-            .await
+        let changes = Arc::clone(&self.changes);
+        self.write(move |c| {
+            changes.schema_changed();
+            Ok(c.0.execute_batch("PRAGMA optimize;")?)
+        })
+        .await
     }
 
     /// Stop the writer after the queued jobs ran, and checkpoint the WAL; write the queued
