@@ -908,9 +908,21 @@ pub(crate) fn find_by(
     value: &str,
 ) -> Result<Option<StoreRecord>> {
     let conn = conn.0;
-    let sql = select_sql(c, "", &format!("{}.{} = ?", q(&c.name), q(field)), "");
+    let sql = select_sql(c, "", &equal_to(c, field, value, ""), "");
     let params: [&dyn ToSql; 3] = [&value, &1_i64, &0_i64];
     Ok(fetch(conn, c, &sql, &params)?.into_iter().next())
+}
+
+/// `field = ?` (with `collate`), and, for a value that is not empty, `field != ''`: what it
+/// implies, said so that SQLite may use PocketBase's partial unique indexes (`CREATE UNIQUE
+/// INDEX ... (email) WHERE email != ''`); without it every sign-in scanned the whole table.
+fn equal_to(c: &Collection, field: &str, value: &str, collate: &str) -> String {
+    let col = format!("{}.{}", q(&c.name), q(field));
+    if value.is_empty() {
+        format!("{col} = ?{collate}")
+    } else {
+        format!("{col} = ?{collate} AND {col} != ''")
+    }
 }
 
 /// The first record of `c` whose fields equal the given values, each exactly (PocketBase's
@@ -969,13 +981,8 @@ pub(crate) fn find_by_email(
         let ix = ix.to_ascii_lowercase();
         ix.contains("unique") && ix.contains("email") && ix.contains("collate nocase")
     });
-    let cond = format!(
-        "{}.{} = ?{}",
-        q(&c.name),
-        q("email"),
-        if nocase { " COLLATE NOCASE" } else { "" }
-    );
-    let sql = select_sql(c, "", &cond, "");
+    let collate = if nocase { " COLLATE NOCASE" } else { "" };
+    let sql = select_sql(c, "", &equal_to(c, "email", email, collate), "");
     let params: [&dyn ToSql; 3] = [&email, &1_i64, &0_i64];
     Ok(fetch(conn.0, c, &sql, &params)?.into_iter().next())
 }
@@ -1005,6 +1012,39 @@ mod tests {
     use super::*;
     use crate::schema::SUPERUSERS_ID;
     use crate::store::{Store, StoreConfig};
+
+    /// A sign-in's lookup by email (or another identity field) uses PocketBase's partial unique
+    /// index (`WHERE email != ''`) instead of scanning every auth record.
+    #[test]
+    fn identity_lookups_use_the_partial_unique_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &crate::store::tests::cfg()).unwrap();
+        let users = store.schema().by_name("users").unwrap().clone();
+        let scanned = store
+            .write_blocking(move |conn| {
+                conn.execute_batch(
+                    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300) \
+                     INSERT INTO users (id, email, tokenKey, password) \
+                     SELECT printf('u%014d', i), printf('u%d@x.test', i), printf('k%d', i), 'x' FROM n",
+                )?;
+                let found = find_by(Conn(conn), &users, "email", "u150@x.test")?;
+                assert_eq!(
+                    found.map(|r| users.stored_text(&r, "id").to_owned()),
+                    Some("u00000000000150".to_owned())
+                );
+                let by_email = find_by_email(Conn(conn), &users, "u151@x.test")?;
+                assert!(by_email.is_some());
+                let mut scanned = Vec::new();
+                for v in ["u150@x.test", "u151@x.test"] {
+                    let sql = select_sql(&users, "", &equal_to(&users, "email", v, ""), "");
+                    let stmt = conn.prepare_cached(&sql)?;
+                    scanned.push(stmt.get_status(StatementStatus::FullscanStep));
+                }
+                Ok(scanned)
+            })
+            .unwrap();
+        assert_eq!(scanned, [0, 0], "rows walked by a full scan");
+    }
 
     #[test]
     fn expired_sessions_of_one_collection_are_deleted_and_an_auth_delete_takes_its_rows() {
