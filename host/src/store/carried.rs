@@ -53,9 +53,9 @@ pub(crate) struct Carried {
     /// (lowercased table and WHERE, ORDER BY, n) -> the rowids of the first n rows in that
     /// order.
     firsts: Mutex<HashMap<SortKey, History<Vec<i64>>>>,
-    /// (lowercased table and WHERE, ORDER BY) -> whether SQLite reads that sort's rows in
+    /// A sort's statement (its values are parameters) -> whether SQLite reads its rows in
     /// rowid order and sorts them itself (see [`Carry::first`]), and the stamp it was seen at.
-    plans: Mutex<HashMap<(String, String), (bool, Stamp)>>,
+    plans: Mutex<HashMap<String, (bool, Stamp)>>,
 }
 
 /// A carried sort: lowercased table and WHERE, ORDER BY, how many rows.
@@ -278,7 +278,7 @@ impl Carry<'_> {
                 let ids = cost.measure(&mut stmt, |s| {
                     s.query_map(params.as_slice(), |r| r.get(0))?.collect()
                 })?;
-                if !self.sorts_in_rowid_order(conn, &key, &sql, &params)? {
+                if !self.sorts_in_rowid_order(conn, &sql, &params)? {
                     return Ok(ids);
                 }
                 ids
@@ -286,6 +286,53 @@ impl Carry<'_> {
         };
         self.keep(&self.carried.firsts, key, ids.clone());
         Ok(ids)
+    }
+
+    /// The rowids of the first `n` (at most [`FIRST_MAX`]) of `which` rows in the order `order`,
+    /// and how many there are. Until the count is known, from one scan of those rows in that
+    /// order (a filter's count and its sort would each scan what it keeps), and both are kept
+    /// for later inserts; then as [`Carry::first`] and [`Carry::rows`] give them.
+    pub(crate) fn first_and_rows(
+        &self,
+        conn: Conn<'_>,
+        which: Rows<'_>,
+        order: &str,
+        n: i64,
+        cost: &mut ScanCost,
+    ) -> Result<(Vec<i64>, i64)> {
+        let count_key = which.key(&self.key);
+        if self
+            .find(&self.carried.counts, &count_key, !which.is_all())
+            .is_some()
+        {
+            let first = self.first(conn, which, order, n, cost)?;
+            return Ok((first, self.rows(conn, which, cost)?));
+        }
+        let conn = conn.0;
+        let sql = format!(
+            "SELECT rowid FROM {}{} ORDER BY {order}",
+            self.table_sql(),
+            which.where_clause()
+        );
+        let params = which.bound();
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let (first, total) = cost.measure(&mut stmt, |s| {
+            let mut rows = s.query(params.as_slice())?;
+            let (mut first, mut total) = (Vec::with_capacity(n.max(0) as usize), 0_i64);
+            while let Some(r) = rows.next()? {
+                if total < n {
+                    first.push(r.get(0)?);
+                }
+                total += 1;
+            }
+            Ok((first, total))
+        })?;
+        self.keep(&self.carried.counts, count_key, total);
+        if self.sorts_in_rowid_order(conn, &sql, &params)? {
+            let key = (which.key(&self.key), order.to_owned(), n);
+            self.keep(&self.carried.firsts, key, first.clone());
+        }
+        Ok((first, total))
     }
 
     /// Whether SQLite answers the sort `sql` by reading the rows in rowid order (a plain scan)
@@ -298,14 +345,12 @@ impl Carry<'_> {
     fn sorts_in_rowid_order(
         &self,
         conn: &rusqlite::Connection,
-        key: &SortKey,
         sql: &str,
         params: &[&dyn ToSql],
     ) -> Result<bool> {
         let changes = &self.carried.changes;
-        let plan_key = (key.0.clone(), key.1.clone());
         if let Ok(plans) = self.carried.plans.lock()
-            && let Some(&(plain, seen)) = plans.get(&plan_key)
+            && let Some(&(plain, seen)) = plans.get(sql)
             && changes.nothing_removed_since(seen, &self.key)
         {
             return Ok(plain);
@@ -317,8 +362,9 @@ impl Carry<'_> {
             .collect::<rusqlite::Result<_>>()?;
         let plain = plain_sort(self.table, &steps);
         if let Ok(mut plans) = self.carried.plans.lock() {
-            make_room(&mut plans, &plan_key);
-            plans.insert(plan_key, (plain, seen));
+            let sql = sql.to_owned();
+            make_room(&mut plans, &sql);
+            plans.insert(sql, (plain, seen));
         }
         Ok(plain)
     }
@@ -511,11 +557,14 @@ mod tests {
                 let mut cost = ScanCost::default();
                 let carry = store.carried().begin(conn, "posts", before)?;
                 let params = [Stored::Int(0)];
+                // A filtered list's page and total come as the records area asks for them.
+                let (kept_first, kept) =
+                    carry.first_and_rows(conn, filtered(&params), ORDER, FIRST, &mut cost)?;
                 let carried = Seen {
                     first: carry.first(conn, Rows::ALL, ORDER, FIRST, &mut cost)?,
                     rows: carry.rows(conn, Rows::ALL, &mut cost)?,
-                    kept_first: carry.first(conn, filtered(&params), ORDER, FIRST, &mut cost)?,
-                    kept: carry.rows(conn, filtered(&params), &mut cost)?,
+                    kept_first,
+                    kept,
                 };
                 let first = |w: &str| -> rusqlite::Result<Vec<i64>> {
                     conn.0
@@ -770,6 +819,7 @@ mod tests {
                 for (w, direct_where) in FILTERS {
                     for order in ORDERS {
                         let n = rng.random_range(1..30i64);
+                        let together = rng.random_bool(0.5);
                         let params = [Stored::Int(1)];
                         let which = Rows {
                             where_sql: w,
@@ -780,10 +830,16 @@ mod tests {
                                 let before = store.changes().stamp();
                                 let mut cost = ScanCost::default();
                                 let carry = store.carried().begin(conn, "posts", before)?;
-                                let got = (
-                                    carry.rows(conn, which, &mut cost)?,
-                                    carry.first(conn, which, order, n, &mut cost)?,
-                                );
+                                let got = if together {
+                                    let (first, rows) =
+                                        carry.first_and_rows(conn, which, order, n, &mut cost)?;
+                                    (rows, first)
+                                } else {
+                                    (
+                                        carry.rows(conn, which, &mut cost)?,
+                                        carry.first(conn, which, order, n, &mut cost)?,
+                                    )
+                                };
                                 let want = (
                                     conn.0.query_row(
                                         &format!("SELECT count(*) FROM posts {direct_where}"),

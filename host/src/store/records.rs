@@ -248,13 +248,18 @@ pub(crate) fn page_and_total(
                 params: &sel.params,
             };
             let carry = carried.begin(super::Conn(conn), &c.name, before)?;
-            let rows = if sorted {
+            if !sorted {
+                let rows = list_costed(super::Conn(conn), c, sel, limit, offset, cost)?;
+                return Ok((rows, carry.rows(super::Conn(conn), which, cost)?));
+            }
+            let (first, total) = if sel.where_sql.is_empty() {
                 let first = carry.first(super::Conn(conn), which, &sel.order_sql, hi, cost)?;
-                by_rowids(conn, c, first.get(lo as usize..).unwrap_or(&[]))?
+                (first, carry.rows(super::Conn(conn), which, cost)?)
             } else {
-                list_costed(super::Conn(conn), c, sel, limit, offset, cost)?
+                carry.first_and_rows(super::Conn(conn), which, &sel.order_sql, hi, cost)?
             };
-            return Ok((rows, carry.rows(super::Conn(conn), which, cost)?));
+            let rows = by_rowids(conn, c, first.get(lo as usize..).unwrap_or(&[]))?;
+            return Ok((rows, total));
         }
     }
     if sel.where_sql.is_empty() || !sel.joins.is_empty() || c.is_view() {
