@@ -102,6 +102,7 @@ test("oauth2: add providers through the form, save, and see them kept after a re
   assert.deepEqual(offered.sort(), ["apple", "discord", "github", "gitlab", "google", "microsoft", "oidc", "oidc2", "oidc3"]);
 
   const google = await addProvider("google");
+  await page.waitForFunction(() => !!document.activeElement?.closest('[data-provider="google"]'), null, { timeout: 10000 }).catch(() => {});
   const focused = await page.evaluate(() => [document.activeElement?.closest("[data-provider]")?.getAttribute("data-provider"), document.activeElement?.labels?.[0]?.textContent]);
   assert.deepEqual(focused, ["google", "Client ID *"], "focus moves to the new provider's client id");
   await page.keyboard.type("google-client-1");
@@ -223,6 +224,8 @@ test("oauth2: the server's errors show next to the provider field they concern",
   await github.locator('[data-testid="remove-provider"]').focus();
   await page.keyboard.press("Enter");
   await github.waitFor({ state: "detached" });
+  // the form moves focus once the card is gone (a task after the render): wait for it
+  await page.waitForFunction(() => document.activeElement?.getAttribute("data-testid") === "new-provider", null, { timeout: 10000 }).catch(() => {});
   assert.equal(await page.evaluate(() => document.activeElement?.getAttribute("data-testid")), "new-provider", "focus goes to the add select");
   assert.equal(await page.locator('[data-testid="oauth2-provider"] [data-testid="field-error"]').count(), 0);
   await save();
