@@ -26,7 +26,7 @@
 //! snapshot is no newer than the reader's) and nothing that matters changed since `from`.
 
 use super::changes::{Changes, Stamp};
-use super::records::ScanCost;
+use super::records::{ScanCost, counted_window};
 use super::{Conn, Result};
 use crate::query::push_qi;
 use crate::schema::value::Stored;
@@ -316,17 +316,7 @@ impl Carry<'_> {
         );
         let params = which.bound();
         let mut stmt = conn.prepare_cached(&sql)?;
-        let (first, total) = cost.measure(&mut stmt, |s| {
-            let mut rows = s.query(params.as_slice())?;
-            let (mut first, mut total) = (Vec::with_capacity(n.max(0) as usize), 0_i64);
-            while let Some(r) = rows.next()? {
-                if total < n {
-                    first.push(r.get(0)?);
-                }
-                total += 1;
-            }
-            Ok((first, total))
-        })?;
+        let (first, total) = counted_window(&mut stmt, &params, (0, n), cost)?;
         self.keep(&self.carried.counts, count_key, total);
         if self.sorts_in_rowid_order(conn, &sql, &params)? {
             let key = (which.key(&self.key), order.to_owned(), n);

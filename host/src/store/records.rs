@@ -273,22 +273,30 @@ pub(crate) fn page_and_total(
         sql.push_str(&sel.order_sql);
     }
     let params: Vec<&dyn ToSql> = sel.params.iter().map(|p| p as &dyn ToSql).collect();
-    let mut total: i64 = 0;
-    let mut page: Vec<i64> = Vec::new();
-    {
-        let mut stmt = conn.prepare_cached(&sql)?;
-        ScanCost::start(&stmt);
-        let mut rows = stmt.query(params.as_slice())?;
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let (page, total) = counted_window(&mut stmt, &params, (lo, hi), cost)?;
+    Ok((by_rowids(conn, c, &page)?, total))
+}
+
+/// Run `stmt` (it selects rowids, in order) to its end: how many rows it gives, and the rowids
+/// of those at positions `lo..hi`. What it cost is added to `cost`.
+pub(super) fn counted_window(
+    stmt: &mut rusqlite::Statement<'_>,
+    params: &[&dyn ToSql],
+    (lo, hi): (i64, i64),
+    cost: &mut ScanCost,
+) -> rusqlite::Result<(Vec<i64>, i64)> {
+    cost.measure(stmt, |s| {
+        let mut rows = s.query(params)?;
+        let (mut window, mut total) = (Vec::new(), 0_i64);
         while let Some(r) = rows.next()? {
             if total >= lo && total < hi {
-                page.push(r.get(0)?);
+                window.push(r.get(0)?);
             }
             total += 1;
         }
-        drop(rows);
-        cost.add(&stmt);
-    }
-    Ok((by_rowids(conn, c, &page)?, total))
+        Ok((window, total))
+    })
 }
 
 /// The rows of `c` with these rowids, in their order (a row gone meanwhile is skipped: the
