@@ -185,6 +185,8 @@ fn http_limits(cfg: &Config) -> crate::http::Limits {
         max_headers: h.max_headers,
         max_header_bytes: h.max_header_bytes,
         shutdown_grace: Duration::from_millis(h.shutdown_grace_ms),
+        // The SSE stream: an idle one then holds no HTTP/1 buffers (see http/stream.rs).
+        stream_path: Some("/api/realtime"),
     }
 }
 

@@ -13,10 +13,11 @@
 //! connection when the cap is reached; a busy connection is never cut.
 
 mod conn;
+mod stream;
 
 use bytes::Bytes;
 use conn::{Framing, Registry, Track};
-use http_body_util::{Either, Full};
+use http_body_util::{Either, Empty, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response};
 use std::convert::Infallible;
@@ -45,6 +46,9 @@ pub(crate) struct Limits {
     pub max_header_bytes: usize,
     /// After the shutdown signal: how long in-flight requests may take to finish.
     pub shutdown_grace: Duration,
+    /// A path whose `GET` answers with a stream that lasts (the realtime SSE route): as a fresh
+    /// connection's first request it is served outside hyper (see stream.rs).
+    pub stream_path: Option<&'static str>,
 }
 
 /// hyper's own header-line limit (its stack buffer's size).
@@ -110,11 +114,7 @@ pub(crate) async fn serve<S, B>(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()>
 where
-    S: tower_service::Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
+    S: Service<B>,
     B: hyper::body::Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
@@ -165,16 +165,16 @@ where
         };
         let _ = stream.set_nodelay(true);
         let track = registry.admit();
-        tokio::spawn(run_connection(
-            stream,
+        let conn = Conn {
             peer,
+            leave: registry.leave_on_drop(&track),
             track,
-            Arc::clone(&registry),
-            Arc::clone(&limits),
-            Arc::clone(&builder),
-            service.clone(),
-            stop_rx.clone(),
-        ));
+            limits: Arc::clone(&limits),
+            builder: Arc::clone(&builder),
+            service: service.clone(),
+            stop: stop_rx.clone(),
+        };
+        tokio::spawn(first_request(stream, conn));
     }
     drop(listener);
     let _ = stop_tx.send(true);
@@ -187,29 +187,132 @@ where
     Ok(())
 }
 
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the parts one connection task owns, moved in from the accept loop"
-)]
-async fn run_connection<S, B>(
-    stream: tokio::net::TcpStream,
+/// The service a connection calls: with hyper's request bodies, and with the empty body of a
+/// stream request read outside hyper.
+pub(crate) trait Service<B>:
+    tower_service::Service<
+        Request<Incoming>,
+        Response = Response<B>,
+        Error = Infallible,
+        Future: Send,
+    > + tower_service::Service<
+        Request<Empty<Bytes>>,
+        Response = Response<B>,
+        Error = Infallible,
+        Future: Send,
+    > + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S, B> Service<B> for S where
+    S: tower_service::Service<
+            Request<Incoming>,
+            Response = Response<B>,
+            Error = Infallible,
+            Future: Send,
+        > + tower_service::Service<
+            Request<Empty<Bytes>>,
+            Response = Response<B>,
+            Error = Infallible,
+            Future: Send,
+        > + Clone
+        + Send
+        + 'static
+{
+}
+
+/// What one connection's task owns, moved in from the accept loop.
+struct Conn<S> {
     peer: SocketAddr,
     track: Arc<Track>,
-    registry: Arc<Registry>,
+    /// Takes the connection out of the registry when the last of its tasks ends.
+    leave: conn::Leave,
     limits: Arc<Limits>,
     builder: Arc<hyper::server::conn::http1::Builder>,
     service: S,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) where
-    S: tower_service::Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
+    stop: tokio::sync::watch::Receiver<bool>,
+}
+
+/// A fresh connection: its first request is the stream path's `GET` (served by stream.rs), or
+/// anything else (served by hyper). Until its first bytes decide, it is timed as a head and may
+/// be closed to make room or at shutdown, as hyper's connections are.
+async fn first_request<S, B>(stream: tokio::net::TcpStream, mut c: Conn<S>)
+where
+    S: Service<B>,
     B: hyper::body::Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let _leave = registry.leave_on_drop(&track);
+    let Some(path) = c.limits.stream_path else {
+        return run_connection(stream, c).await;
+    };
+    let decided = {
+        let peeked = stream::first_request(
+            &stream,
+            path,
+            c.limits.max_header_bytes,
+            c.limits.max_headers,
+        );
+        let watch = c
+            .track
+            .watch(c.limits.header_read_timeout, c.limits.idle_timeout);
+        tokio::select! {
+            taken = peeked => taken,
+            why = watch => {
+                tracing::debug!(peer = %c.peer, reason = why, "connection closed");
+                return;
+            }
+            _ = c.stop.changed() => return,
+        }
+    };
+    let Some(taken) = decided else {
+        // A task of its own, so that a stream's task never carries hyper's connection state.
+        tokio::spawn(run_connection(stream, c));
+        return;
+    };
+    tokio::spawn(serve_stream(stream, taken, c));
+}
+
+/// Serve one stream request outside hyper; then, if the client is still there and the server
+/// is not stopping, hand the connection to hyper for its next requests.
+async fn serve_stream<S, B>(mut stream: tokio::net::TcpStream, taken: stream::Taken, c: Conn<S>)
+where
+    S: Service<B>,
+    B: hyper::body::Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    if stream::consume_head(&mut stream, taken.head_len)
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let busy = c.track.begin_request();
+    let back = stream::respond(stream, taken, c.peer, c.service.clone()).await;
+    drop(busy);
+    if let Some(stream) = back
+        && !*c.stop.borrow()
+    {
+        tokio::spawn(run_connection(stream, c));
+    }
+}
+
+async fn run_connection<S, B>(stream: tokio::net::TcpStream, c: Conn<S>)
+where
+    S: Service<B>,
+    B: hyper::body::Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let Conn {
+        peer,
+        track,
+        leave: _leave,
+        limits,
+        builder,
+        service,
+        mut stop,
+    } = c;
     let io = hyper_util::rt::TokioIo::new(conn::Io::new(stream, Arc::clone(&track)));
     let t = Arc::clone(&track);
     let svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
@@ -217,6 +320,7 @@ async fn run_connection<S, B>(
         let framing = t.take_framing();
         let mut inner = service.clone();
         async move {
+            let inner = &mut inner;
             if framing == Framing::Conflicting {
                 // Content-Length and Transfer-Encoding together: the two framings may disagree
                 // about where this request ends (request smuggling), so neither is trusted.
@@ -230,7 +334,9 @@ async fn run_connection<S, B>(
             req.extensions_mut().insert(Peer(peer));
             // A panic in a handler is a bug; the client still gets PocketBase's 500 and the
             // connection (and the server) carry on.
-            let called = std::panic::AssertUnwindSafe(inner.call(req));
+            let called = std::panic::AssertUnwindSafe(<S as tower_service::Service<
+                Request<Incoming>,
+            >>::call(inner, req));
             let res = match futures_util::FutureExt::catch_unwind(called).await {
                 Ok(Ok(r)) => r.map(Either::Left),
                 Ok(Err(never)) => match never {},

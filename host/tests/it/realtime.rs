@@ -9,7 +9,7 @@
 use crate::common::{Server, enc};
 use crate::rng::{Rng, env_num};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -24,22 +24,44 @@ pub struct Sse {
 }
 
 impl Sse {
+    /// A stream on a fresh HTTP/1.1 connection (served outside hyper, chunked).
     pub fn open(addr: &str) -> Sse {
+        Sse::open_as(addr, "HTTP/1.1", "")
+    }
+
+    /// A stream as `version` asks for it, after the raw `before` on the same connection (an
+    /// HTTP/1.0 stream is the body up to the close; an HTTP/1.1 one is chunked). Each response
+    /// that `before` asks for must have a `content-length`.
+    pub fn open_as(addr: &str, version: &str, before: &str) -> Sse {
         let mut s = TcpStream::connect(addr).expect("connect");
-        // HTTP/1.0: the stream is the body up to the close, with no chunk framing to undo.
-        write!(s, "GET /api/realtime HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+        write!(
+            s,
+            "{before}GET /api/realtime {version}\r\nHost: {addr}\r\n\r\n"
+        )
+        .unwrap();
         let (tx, events) = mpsc::channel();
         let (done, closed) = mpsc::channel();
         let mut r = BufReader::new(s);
+        let earlier = before.matches(" HTTP/1.1\r\n").count();
         std::thread::spawn(move || {
+            for _ in 0..earlier {
+                skip_response(&mut r);
+            }
             let mut line = String::new();
+            let mut chunked = false;
             // The head.
             loop {
                 line.clear();
                 if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
                     break;
                 }
+                chunked |= line.eq_ignore_ascii_case("transfer-encoding: chunked\r\n");
             }
+            let mut r: Box<dyn BufRead + Send> = if chunked {
+                Box::new(BufReader::new(Dechunk { inner: r, left: 0 }))
+            } else {
+                Box::new(r)
+            };
             let (mut name, mut data) = (String::new(), String::new());
             loop {
                 line.clear();
@@ -94,6 +116,58 @@ impl Sse {
             }
         }
         false
+    }
+}
+
+/// Reads one response with a `content-length` body and drops it.
+fn skip_response(r: &mut impl BufRead) {
+    let mut line = String::new();
+    let mut len = 0;
+    loop {
+        line.clear();
+        if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+            break;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            len = v.trim().parse().expect("a length");
+        }
+    }
+    let mut body = vec![0; len];
+    r.read_exact(&mut body).expect("the body");
+}
+
+/// A chunked body as the bytes it carries; ends at the last chunk.
+struct Dechunk<R> {
+    inner: R,
+    /// Bytes left in the current chunk.
+    left: usize,
+}
+
+impl<R: BufRead> Read for Dechunk<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.left == 0 {
+            let mut size = String::new();
+            if self.inner.read_line(&mut size)? == 0 {
+                return Ok(0);
+            }
+            self.left = usize::from_str_radix(size.trim_end(), 16)
+                .map_err(|e| std::io::Error::other(format!("chunk size {size:?}: {e}")))?;
+            if self.left == 0 {
+                return Ok(0);
+            }
+        }
+        let want = buf.len().min(self.left);
+        let n = self.inner.read(&mut buf[..want])?;
+        if n == 0 {
+            return Ok(0);
+        }
+        self.left -= n;
+        if self.left == 0 {
+            let mut crlf = [0u8; 2];
+            self.inner.read_exact(&mut crlf)?;
+            assert_eq!(&crlf, b"\r\n", "a chunk ends with CRLF");
+        }
+        Ok(n)
     }
 }
 
@@ -362,8 +436,16 @@ fn events_follow_commit_order_and_a_rolled_back_write_sends_none() {
         Some(&json!({"batch": {"enabled": true}})),
     );
     assert_eq!(r.status, 200);
-    let (a, b) = (Sse::open(&s.addr), Sse::open(&s.addr));
-    for sse in [&a, &b] {
+    // A stream served outside hyper (a fresh connection's first request), and two that hyper
+    // serves: HTTP/1.0, and HTTP/1.1 after a first request on its connection.
+    let a = Sse::open(&s.addr);
+    let b = Sse::open_as(&s.addr, "HTTP/1.0", "");
+    let c = Sse::open_as(
+        &s.addr,
+        "HTTP/1.1",
+        "GET /api/health HTTP/1.1\r\nHost: x\r\n\r\n",
+    );
+    for sse in [&a, &b, &c] {
         assert_eq!(subscribe(&s, sse, None, &["pub/*".into()]), 204);
     }
     // A batch that fails at its last request: nothing of it is announced.
@@ -397,12 +479,13 @@ fn events_follow_commit_order_and_a_rolled_back_write_sends_none() {
             .map(|(_, d)| d["record"]["title"].as_str().unwrap().to_owned())
             .collect()
     };
-    let (ta, tb) = (titles(&a), titles(&b));
+    let (ta, tb, tc) = (titles(&a), titles(&b), titles(&c));
     assert_eq!(ta.len(), 200, "{ta:?}");
     assert!(!ta.iter().any(|t| t == "rolled back"));
     // Every subscriber hears the changes in one order (the commit order), and each writer's
     // own creates in the order it made them.
     assert_eq!(ta, tb);
+    assert_eq!(ta, tc);
     for w in 0..4 {
         let mine: Vec<&String> = ta
             .iter()
@@ -742,4 +825,211 @@ fn a_flood_of_streams_that_never_read_keeps_memory_bounded() {
     std::thread::sleep(Duration::from_millis(300));
     let sse = Sse::open(&s.addr);
     assert_eq!(subscribe(&s, &sse, None, &["pub/*".into()]), 204);
+}
+
+/// A raw HTTP/1.1 connection that reads whole responses' heads and chunks.
+struct Raw(BufReader<TcpStream>);
+
+impl Raw {
+    fn open(addr: &str) -> Raw {
+        let s = TcpStream::connect(addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        Raw(BufReader::new(s))
+    }
+
+    fn send(&mut self, text: &str) {
+        self.0.get_mut().write_all(text.as_bytes()).unwrap();
+    }
+
+    /// A response's status line and its headers (names lowercased, in order).
+    fn head(&mut self) -> (String, Vec<(String, String)>) {
+        let mut status = String::new();
+        self.0.read_line(&mut status).unwrap();
+        let mut headers = Vec::new();
+        loop {
+            let mut line = String::new();
+            self.0.read_line(&mut line).unwrap();
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            let (k, v) = line.split_once(':').expect("a header line");
+            headers.push((k.to_ascii_lowercase(), v.trim().to_owned()));
+        }
+        (status.trim_end().to_owned(), headers)
+    }
+
+    /// The next chunk: its size line as sent, and its bytes.
+    fn chunk(&mut self) -> (String, Vec<u8>) {
+        let mut size = String::new();
+        self.0.read_line(&mut size).unwrap();
+        let n = usize::from_str_radix(size.trim_end(), 16).expect("a chunk size");
+        let mut data = vec![0; n + 2];
+        self.0.read_exact(&mut data).unwrap();
+        assert_eq!(&data[n..], b"\r\n");
+        data.truncate(n);
+        (size, data)
+    }
+
+    /// A whole response with a `content-length` body.
+    fn response(&mut self) -> (String, Vec<u8>) {
+        let (status, headers) = self.head();
+        let len: usize = headers
+            .iter()
+            .find(|(k, _)| k == "content-length")
+            .map(|(_, v)| v.parse().unwrap())
+            .expect("content-length");
+        let mut body = vec![0; len];
+        self.0.read_exact(&mut body).unwrap();
+        (status, body)
+    }
+
+    /// Whether the server closed the connection (read gives 0 bytes).
+    fn at_end(&mut self) -> bool {
+        let mut b = [0u8; 1];
+        matches!(self.0.read(&mut b), Ok(0))
+    }
+}
+
+const STREAM_GET: &str =
+    "GET /api/realtime HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n";
+
+/// The stream a fresh connection opens is served outside hyper (http/stream.rs); one asked for
+/// on a connection hyper already serves stays with hyper. A client sees the same head (date
+/// aside) and the same chunk framing from both.
+#[test]
+fn a_stream_outside_hyper_has_the_head_and_framing_hyper_gives() {
+    let s = Server::start();
+    let mut fresh = Raw::open(&s.addr);
+    fresh.send(STREAM_GET);
+    let mut kept = Raw::open(&s.addr);
+    kept.send("GET /api/health HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(kept.response().0.starts_with("HTTP/1.1 200"));
+    kept.send(STREAM_GET);
+    let mut seen = Vec::new();
+    for raw in [&mut fresh, &mut kept] {
+        let (status, mut headers) = raw.head();
+        let date = headers
+            .iter()
+            .position(|(k, _)| k == "date")
+            .map(|i| headers.remove(i).1)
+            .expect("a date header");
+        assert!(httpdate::parse_http_date(&date).is_ok(), "{date}");
+        headers.sort();
+        let (size, data) = raw.chunk();
+        let text = String::from_utf8(data).unwrap();
+        assert!(
+            text.starts_with("id:") && text.contains("\nevent:PB_CONNECT\ndata:{\"clientId\":"),
+            "{text}"
+        );
+        seen.push((status, headers, size));
+    }
+    assert_eq!(seen[0], seen[1], "outside hyper / through hyper");
+    assert_eq!(seen[0].0, "HTTP/1.1 200 OK");
+}
+
+/// A stream served outside hyper goes back to hyper when it ends (its next request is
+/// answered on the same connection), ends the connection with it when the request said
+/// `Connection: close`, and is dropped from the hub as soon as its client closes.
+#[test]
+fn a_stream_outside_hyper_ends_cleanly_and_notices_its_client_leaving() {
+    let s = server_with("[realtime]\nidle_timeout_ms = 300\n");
+    let mut raw = Raw::open(&s.addr);
+    raw.send(STREAM_GET);
+    let (_, headers) = raw.head();
+    assert!(
+        headers.iter().all(|(k, _)| k != "connection"),
+        "{headers:?}"
+    );
+    raw.chunk();
+    // The idle timeout ends the stream: its last chunk, then the connection serves on.
+    assert_eq!(raw.chunk().1, b"", "the stream's last chunk");
+    raw.send("GET /api/health HTTP/1.1\r\nHost: x\r\n\r\n");
+    let (status, body) = raw.response();
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(String::from_utf8_lossy(&body).contains("API is healthy"));
+
+    let mut closing = Raw::open(&s.addr);
+    closing.send("GET /api/realtime HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let (_, headers) = closing.head();
+    assert!(
+        headers.contains(&("connection".into(), "close".into())),
+        "{headers:?}"
+    );
+    closing.chunk();
+    assert_eq!(closing.chunk().1, b"");
+    assert!(closing.at_end(), "the connection ends with the stream");
+
+    // A client that leaves: its id is unknown to the hub at once, not at the next message
+    // or the idle timeout (30 s here).
+    let s = server_with("[realtime]\nidle_timeout_ms = 30000\n");
+    let mut leaving = Raw::open(&s.addr);
+    leaving.send(STREAM_GET);
+    leaving.head();
+    let text = String::from_utf8(leaving.chunk().1).unwrap();
+    let id = text
+        .split("\"clientId\":\"")
+        .nth(1)
+        .and_then(|t| t.split('"').next())
+        .expect("a client id")
+        .to_owned();
+    let sub = |s: &Server| {
+        s.req(
+            "POST",
+            "/api/realtime",
+            None,
+            Some(&json!({"clientId": id, "subscriptions": ["x/*"]})),
+        )
+        .status
+    };
+    assert_eq!(sub(&s), 204);
+    drop(leaving);
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while sub(&s) == 204 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(sub(&s), 404, "a client that left is still known");
+}
+
+/// A head that arrives in pieces is still served, and what the stream path does not take
+/// (HTTP/1.0, a body, a near-miss path) is hyper's as before.
+#[test]
+fn heads_in_pieces_and_requests_the_stream_path_does_not_take() {
+    let s = Server::start();
+    let mut split = Raw::open(&s.addr);
+    for part in [
+        "GE",
+        "T /api/real",
+        "time HTTP/1.1\r\nHo",
+        "st: x\r\n",
+        "\r\n",
+    ] {
+        split.send(part);
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    let (status, headers) = split.head();
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(headers.contains(&("transfer-encoding".into(), "chunked".into())));
+    assert!(
+        String::from_utf8(split.chunk().1)
+            .unwrap()
+            .contains("PB_CONNECT")
+    );
+
+    let mut with_body = Raw::open(&s.addr);
+    with_body.send("GET /api/realtime HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+    let (status, _) = with_body.head();
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(
+        String::from_utf8(with_body.chunk().1)
+            .unwrap()
+            .contains("PB_CONNECT")
+    );
+
+    let mut near = Raw::open(&s.addr);
+    near.send("GET /api/realtimes HTTP/1.1\r\nHost: x\r\n\r\n");
+    let (status, body) = near.response();
+    assert_eq!(status, "HTTP/1.1 404 Not Found");
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(body["status"], 404);
 }
