@@ -4,7 +4,8 @@
 //! rolled-back write; commit order across concurrent writers; a rule change mid-stream; a
 //! client that stops reading is disconnected and can come back; idle streams close.
 //!
-//! `REALTIME_SEED` and `REALTIME_CASES` (default 120 writes) replay or widen the generated run.
+//! `REALTIME_SEED` and `REALTIME_CASES` (default 120 writes) replay or widen the generated run;
+//! `REALTIME_HEAD_SEED` and `REALTIME_HEAD_CASES` (default 150) the generated stream heads.
 
 use crate::common::{Server, enc};
 use crate::rng::{Rng, env_num};
@@ -1032,4 +1033,153 @@ fn heads_in_pieces_and_requests_the_stream_path_does_not_take() {
     assert_eq!(status, "HTTP/1.1 404 Not Found");
     let body: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(body["status"], 404);
+}
+
+/// Up to the first SSE message of a response's body, whatever its framing: the first chunk, a
+/// sized body, or (HTTP/1.0, close-delimited) the lines up to the first blank one.
+fn first_body_part(raw: &mut Raw, headers: &[(String, String)]) -> Vec<u8> {
+    let has = |k: &str, v: Option<&str>| {
+        headers
+            .iter()
+            .any(|(hk, hv)| hk == k && v.is_none_or(|v| hv.eq_ignore_ascii_case(v)))
+    };
+    if has("transfer-encoding", Some("chunked")) {
+        return raw.chunk().1;
+    }
+    if let Some((_, len)) = headers.iter().find(|(k, _)| k == "content-length") {
+        let mut body = vec![0; len.parse().expect("a length")];
+        raw.0.read_exact(&mut body).expect("the body");
+        return body;
+    }
+    let mut out = Vec::new();
+    loop {
+        let mut line = Vec::new();
+        if raw.0.read_until(b'\n', &mut line).unwrap_or(0) == 0 || line == b"\n" {
+            return out;
+        }
+        out.extend_from_slice(&line);
+    }
+}
+
+/// A stream's client id (random per connection) replaced by a placeholder.
+fn without_client_id(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body).into_owned();
+    let Some(id) = text
+        .split("\"clientId\":\"")
+        .nth(1)
+        .and_then(|t| t.split('"').next())
+        .filter(|id| !id.is_empty())
+    else {
+        return text;
+    };
+    text.replace(id, "<client id>")
+}
+
+/// Generated heads for the stream path (targets, versions, header sets, name casing, odd
+/// values, heads split in two), each sent on a fresh connection (where the stream path is
+/// served outside hyper when it takes the head) and on a connection hyper already serves: the
+/// status, the headers (date aside) and the body up to its first message must be the same.
+/// `REALTIME_HEAD_SEED` and `REALTIME_HEAD_CASES` (default 150) replay or widen it.
+#[test]
+fn generated_stream_heads_get_the_same_answer_outside_hyper_and_through_it() {
+    let s = Server::start();
+    let su = s.su_token();
+    let seed = env_num("REALTIME_HEAD_SEED").unwrap_or(0x5eed);
+    let cases = env_num("REALTIME_HEAD_CASES").unwrap_or(150);
+    println!("stream head differential: seed={seed:#x} cases={cases}");
+    let mut rng = Rng::new(seed);
+    let targets = [
+        "/api/realtime",
+        "/api/realtime?x=1",
+        "/api/realtime?",
+        "/api/realtime?a=b&a=c",
+        "/api/realtime?q=\"a\"",
+        "/api/realtime?q=%zz",
+        "/api/realtime?q=caf\u{e9}",
+        "/api/realtime#frag",
+        "/api/realtime/",
+        "/api/realtimeX",
+        "/api/realtime/../realtime",
+    ];
+    let su_auth = su.clone();
+    let pool: Vec<(&str, Vec<u8>)> = vec![
+        ("Host", b"x".to_vec()),
+        ("Accept", b"text/event-stream".to_vec()),
+        ("Cache-Control", b"no-cache".to_vec()),
+        ("Origin", b"http://example.test".to_vec()),
+        ("Connection", b"keep-alive".to_vec()),
+        ("Connection", b"close".to_vec()),
+        ("Connection", b"Keep-Alive, Close".to_vec()),
+        ("User-Agent", b"gen/1.0".to_vec()),
+        ("X-Forwarded-For", b"10.0.0.1".to_vec()),
+        ("Authorization", su_auth.into_bytes()),
+        ("Authorization", b"garbage".to_vec()),
+        ("Cookie", b"a=b; c=d".to_vec()),
+        ("X-Empty", Vec::new()),
+        ("X-Tab", b"a\tb".to_vec()),
+        ("X-Obs", b"caf\xe9".to_vec()),
+        ("X-Spaces", b"  padded  ".to_vec()),
+        ("x_under", b"1".to_vec()),
+        ("Content-Length", b"0".to_vec()),
+        ("Upgrade", b"websocket".to_vec()),
+        ("Accept-Encoding", b"gzip, br".to_vec()),
+    ];
+    let mut mismatches = Vec::new();
+    for case in 0..cases {
+        let target = *rng.pick(&targets);
+        let version = if rng.pct(85) { "HTTP/1.1" } else { "HTTP/1.0" };
+        let mut head = format!("GET {target} {version}\r\n").into_bytes();
+        for (name, value) in rng.subset(&pool, 8) {
+            let name = match rng.below(3) {
+                0 => name.to_ascii_lowercase(),
+                1 => name.to_ascii_uppercase(),
+                _ => name.to_owned(),
+            };
+            head.extend_from_slice(name.as_bytes());
+            head.extend_from_slice(b": ");
+            head.extend_from_slice(&value);
+            head.extend_from_slice(b"\r\n");
+        }
+        head.extend_from_slice(b"\r\n");
+        let split = rng.pct(20).then(|| 1 + rng.below(head.len() - 1));
+        let answer = |raw: &mut Raw, split: Option<usize>| {
+            let stream = raw.0.get_mut();
+            match split {
+                Some(k) => {
+                    stream.write_all(&head[..k]).unwrap();
+                    std::thread::sleep(Duration::from_millis(5));
+                    stream.write_all(&head[k..]).unwrap();
+                }
+                None => stream.write_all(&head).unwrap(),
+            }
+            let (status, mut headers) = raw.head();
+            let body = first_body_part(raw, &headers);
+            headers.retain(|(k, _)| k != "date");
+            headers.sort();
+            (status, headers, without_client_id(&body))
+        };
+        let mut fresh = Raw::open(&s.addr);
+        let outside = answer(&mut fresh, split);
+        let mut kept = Raw::open(&s.addr);
+        kept.send("GET /api/health HTTP/1.1\r\nHost: x\r\n\r\n");
+        kept.response();
+        let through = answer(&mut kept, None);
+        if outside != through {
+            mismatches.push(format!(
+                "#{case} {:?}\n  fresh connection: {outside:?}\n  through hyper:    {through:?}",
+                String::from_utf8_lossy(&head)
+            ));
+        }
+    }
+    assert!(
+        mismatches.is_empty(),
+        "{} of {cases} heads answered differently (seed {seed:#x}):\n{}",
+        mismatches.len(),
+        mismatches
+            .iter()
+            .take(5)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }
