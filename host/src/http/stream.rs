@@ -23,9 +23,15 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// How long to wait before peeking again at a head that has not fully arrived (heads nearly
-/// always come in one segment; the connection's watcher bounds the whole wait).
-const PEEK_AGAIN: Duration = Duration::from_millis(2);
+/// Waits before peeking again at a head that has begun but not fully arrived (heads nearly
+/// always come in one segment). A peek does not consume what it sees, so the socket stays
+/// readable and only time can tell that more arrived: past these (190 ms in all), the head is
+/// left to hyper, which reads it as it comes. A client sending a byte at a time therefore costs
+/// at most this many peeks, not one every few milliseconds until its header timeout.
+const PEEK_AGAIN_MS: [u64; 7] = [2, 4, 8, 16, 32, 64, 64];
+
+/// Bytes first peeked for a whole head; a larger head is peeked again up to the head limit.
+const HEAD_PEEK: usize = 4096;
 
 /// Bytes peeked to see whether a new connection's request line names the stream path.
 const LINE_PEEK: usize = 40;
@@ -49,23 +55,40 @@ pub(super) async fn first_request(
     max_headers: usize,
 ) -> Option<Taken> {
     let expected = expected_line(path)?;
+    let mut waits = PEEK_AGAIN_MS.iter();
+    let mut again = || {
+        let ms = waits.next().copied();
+        async move {
+            match ms {
+                Some(ms) => {
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    true
+                }
+                None => false,
+            }
+        }
+    };
     let mut line = [0u8; LINE_PEEK];
     loop {
         let n = stream.peek(&mut line).await.ok()?;
         match line_verdict(&line[..n], &expected) {
             Line::Other => return None,
             Line::Ours => break,
-            Line::TooShort => tokio::time::sleep(PEEK_AGAIN).await,
+            Line::TooShort if again().await => {}
+            Line::TooShort => return None,
         }
     }
-    let mut head = vec![0u8; max_header_bytes.clamp(LINE_PEEK, 64 << 10)];
+    let limit = max_header_bytes.clamp(LINE_PEEK, 64 << 10);
+    let mut head = vec![0u8; HEAD_PEEK.min(limit)];
     loop {
         let n = stream.peek(&mut head).await.ok()?;
         match parse(&head[..n], path, max_headers) {
             Parsed::Ours(taken) => return Some(*taken),
             Parsed::Other => return None,
+            Parsed::Partial if n == head.len() && n < limit => head.resize(limit, 0),
             Parsed::Partial if n == head.len() => return None,
-            Parsed::Partial => tokio::time::sleep(PEEK_AGAIN).await,
+            Parsed::Partial if again().await => {}
+            Parsed::Partial => return None,
         }
     }
 }

@@ -1017,6 +1017,34 @@ fn heads_in_pieces_and_requests_the_stream_path_does_not_take() {
             .contains("PB_CONNECT")
     );
 
+    // A byte at a time, slower than the peeks wait for (190 ms): left to hyper, still served.
+    let mut slow = Raw::open(&s.addr);
+    for b in "GET /api/realtime HTTP/1.1\r\nHost: x\r\n\r\n".bytes() {
+        slow.send(std::str::from_utf8(&[b]).unwrap());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (status, _) = slow.head();
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(
+        String::from_utf8(slow.chunk().1)
+            .unwrap()
+            .contains("PB_CONNECT")
+    );
+
+    // A head longer than the first peek's 4 KiB.
+    let mut big = Raw::open(&s.addr);
+    big.send(&format!(
+        "GET /api/realtime HTTP/1.1\r\nHost: x\r\nCookie: {}\r\n\r\n",
+        "c".repeat(9000)
+    ));
+    let (status, _) = big.head();
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(
+        String::from_utf8(big.chunk().1)
+            .unwrap()
+            .contains("PB_CONNECT")
+    );
+
     let mut with_body = Raw::open(&s.addr);
     with_body.send("GET /api/realtime HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
     let (status, _) = with_body.head();
@@ -1123,6 +1151,7 @@ fn generated_stream_heads_get_the_same_answer_outside_hyper_and_through_it() {
         ("Content-Length", b"0".to_vec()),
         ("Upgrade", b"websocket".to_vec()),
         ("Accept-Encoding", b"gzip, br".to_vec()),
+        ("X-Big", vec![b'b'; 6000]),
     ];
     let mut mismatches = Vec::new();
     for case in 0..cases {
