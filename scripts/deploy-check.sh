@@ -220,7 +220,10 @@ ok "install.sh --root: files and modes, second run changes nothing, config kept,
   || fail "caddy adapt: $(cat "$TMP/caddy.err")"
 [ ! -s "$TMP/caddy.err" ] || fail "caddy adapt warns: $(cat "$TMP/caddy.err")"
 caddy_json="$(tr -d ' \t\n' < "$TMP/caddy.json")"
-for want in '"dial":"127.0.0.1:8090"' '"flush_interval":-1'; do
+# The realtime route's own transport, keep-alive off: each stream opens a connection of its own
+# (served by Ferrobase with lean buffers; http/stream.rs).
+for want in '"dial":"127.0.0.1:8090"' '"flush_interval":-1' '"keep_alive":{"enabled":false}' \
+  '"path":["/api/realtime"]'; do
   [[ "$caddy_json" == *"$want"* ]] || fail "the Caddyfile no longer gives $want"
 done
-ok "Caddyfile: read by $("$CADDY" version | cut -d' ' -f1) without warnings, proxies to 127.0.0.1:8090 unbuffered"
+ok "Caddyfile: read by $("$CADDY" version | cut -d' ' -f1) without warnings, proxies to 127.0.0.1:8090 unbuffered, streams on connections of their own"
