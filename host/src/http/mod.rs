@@ -1,5 +1,6 @@
-//! Owns the accepted connections: HTTP/1 through hyper, the header-read and idle timeouts, the
-//! connection cap, framing checks and graceful shutdown. Knows nothing of routes or JSON shapes.
+//! Owns the accepted connections: HTTP/1 through hyper (a new connection's long-lived stream
+//! request outside it, stream.rs), the header-read and idle timeouts, the connection cap, framing
+//! checks and graceful shutdown. Knows nothing of routes or JSON shapes.
 //! Also the TLS settings every outbound https connection shares ([`client_tls`]: S3, OAuth2
 //! providers) and urlencoded text as Go's `net/url` decodes it ([`url_pairs`]).
 //!
