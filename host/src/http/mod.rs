@@ -16,9 +16,10 @@
 mod conn;
 mod stream;
 
+use axum::body::Body;
 use bytes::Bytes;
 use conn::{Framing, Registry, Track};
-use http_body_util::{Either, Empty, Full};
+use http_body_util::{Either, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response};
 use std::convert::Infallible;
@@ -188,20 +189,11 @@ where
     Ok(())
 }
 
-/// The service a connection calls: with hyper's request bodies, and with the empty body of a
-/// stream request read outside hyper.
+/// The service every connection calls (the router), each request's body boxed as axum boxes
+/// it anyway (hyper's, or the empty one of a stream request read outside hyper).
 pub(crate) trait Service<B>:
-    tower_service::Service<
-        Request<Incoming>,
-        Response = Response<B>,
-        Error = Infallible,
-        Future: Send,
-    > + tower_service::Service<
-        Request<Empty<Bytes>>,
-        Response = Response<B>,
-        Error = Infallible,
-        Future: Send,
-    > + Clone
+    tower_service::Service<Request<Body>, Response = Response<B>, Error = Infallible, Future: Send>
+    + Clone
     + Send
     + 'static
 {
@@ -209,12 +201,7 @@ pub(crate) trait Service<B>:
 
 impl<S, B> Service<B> for S where
     S: tower_service::Service<
-            Request<Incoming>,
-            Response = Response<B>,
-            Error = Infallible,
-            Future: Send,
-        > + tower_service::Service<
-            Request<Empty<Bytes>>,
+            Request<Body>,
             Response = Response<B>,
             Error = Infallible,
             Future: Send,
@@ -222,6 +209,28 @@ impl<S, B> Service<B> for S where
         + Send
         + 'static
 {
+}
+
+/// Call `service` with `req` from `peer`. A panic in a handler is a bug: the client still gets
+/// PocketBase's 500 and the connection (and the server) carry on.
+async fn call<S, B>(
+    mut service: S,
+    mut req: Request<Body>,
+    peer: SocketAddr,
+) -> Response<Either<B, Full<Bytes>>>
+where
+    S: Service<B>,
+{
+    req.extensions_mut().insert(Peer(peer));
+    let called = std::panic::AssertUnwindSafe(service.call(req));
+    match futures_util::FutureExt::catch_unwind(called).await {
+        Ok(Ok(r)) => r.map(Either::Left),
+        Ok(Err(never)) => match never {},
+        Err(_) => {
+            tracing::error!(%peer, "a request handler panicked");
+            json_response(hyper::StatusCode::INTERNAL_SERVER_ERROR, INTERNAL_BODY)
+        }
+    }
 }
 
 /// What one connection's task owns, moved in from the accept loop.
@@ -290,7 +299,8 @@ where
         return;
     }
     let busy = c.track.begin_request();
-    let back = stream::respond(stream, taken, c.peer, c.service.clone()).await;
+    let response = call(c.service.clone(), taken.request, c.peer).await;
+    let back = stream::respond(stream, response, taken.close, c.peer).await;
     drop(busy);
     if let Some(stream) = back
         && !*c.stop.borrow()
@@ -316,12 +326,11 @@ where
     } = c;
     let io = hyper_util::rt::TokioIo::new(conn::Io::new(stream, Arc::clone(&track)));
     let t = Arc::clone(&track);
-    let svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
         let busy = t.begin_request();
         let framing = t.take_framing();
-        let mut inner = service.clone();
+        let inner = service.clone();
         async move {
-            let inner = &mut inner;
             if framing == Framing::Conflicting {
                 // Content-Length and Transfer-Encoding together: the two framings may disagree
                 // about where this request ends (request smuggling), so neither is trusted.
@@ -332,20 +341,7 @@ where
                 );
                 return Ok::<_, Infallible>(res.map(|b| conn::Tracked::new(b, busy)));
             }
-            req.extensions_mut().insert(Peer(peer));
-            // A panic in a handler is a bug; the client still gets PocketBase's 500 and the
-            // connection (and the server) carry on.
-            let called = std::panic::AssertUnwindSafe(<S as tower_service::Service<
-                Request<Incoming>,
-            >>::call(inner, req));
-            let res = match futures_util::FutureExt::catch_unwind(called).await {
-                Ok(Ok(r)) => r.map(Either::Left),
-                Ok(Err(never)) => match never {},
-                Err(_) => {
-                    tracing::error!(%peer, "a request handler panicked");
-                    json_response(hyper::StatusCode::INTERNAL_SERVER_ERROR, INTERNAL_BODY)
-                }
-            };
+            let res = call(inner, req.map(Body::new), peer).await;
             Ok(res.map(|b| conn::Tracked::new(b, busy)))
         }
     });

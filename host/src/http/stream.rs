@@ -10,13 +10,11 @@
 //! the stream ends and the client is still there, the connection goes back to hyper for its
 //! next requests.
 
-use super::{INTERNAL_BODY, Peer, json_response};
+use axum::body::Body as Boxed;
 use bytes::Bytes;
-use http_body_util::{Either, Empty};
 use hyper::body::Body;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode, Version};
-use std::convert::Infallible;
 use std::io::{IoSlice, Write as _};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -39,7 +37,7 @@ const LINE_PEEK: usize = 40;
 /// A request this module serves, and the length of its head (still unread on the socket).
 #[derive(Debug)]
 pub(super) struct Taken {
-    pub request: Request<Empty<Bytes>>,
+    pub request: Request<Boxed>,
     pub head_len: usize,
     /// The request said `Connection: close`: so does the response, and the connection ends
     /// with it (as hyper does).
@@ -182,7 +180,7 @@ fn parse(bytes: &[u8], path: &str, max_headers: usize) -> Parsed {
         .method(Method::GET)
         .uri(target)
         .version(Version::HTTP_11)
-        .body(Empty::new())
+        .body(Boxed::empty())
     else {
         return Parsed::Other;
     };
@@ -206,36 +204,19 @@ pub(super) async fn consume_head(stream: &mut TcpStream, head_len: usize) -> std
     Ok(())
 }
 
-/// Call `service` with the request and write its response as hyper writes one (status line,
-/// the response's headers, `date`, then chunked or sized framing). Returns the stream when its
-/// body ended and the client is still there, for hyper to serve its next requests.
-pub(super) async fn respond<S, B>(
+/// Write `response` as hyper writes one (status line, the response's headers, `date`, then
+/// chunked or sized framing). Returns the stream when its body ended and the client is still
+/// there, for hyper to serve its next requests; `close`: the request asked for the end.
+pub(super) async fn respond<B>(
     mut stream: TcpStream,
-    taken: Taken,
+    response: Response<B>,
+    close: bool,
     peer: SocketAddr,
-    mut service: S,
 ) -> Option<TcpStream>
 where
-    S: tower_service::Service<Request<Empty<Bytes>>, Response = Response<B>, Error = Infallible>,
     B: Body<Data = Bytes> + Unpin,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B::Error: std::fmt::Display,
 {
-    let Taken {
-        mut request, close, ..
-    } = taken;
-    request.extensions_mut().insert(Peer(peer));
-    std::future::poll_fn(|cx| service.poll_ready(cx))
-        .await
-        .ok()?;
-    let called = std::panic::AssertUnwindSafe(service.call(request));
-    let response = match futures_util::FutureExt::catch_unwind(called).await {
-        Ok(Ok(r)) => r.map(Either::Left),
-        Ok(Err(never)) => match never {},
-        Err(_) => {
-            tracing::error!(%peer, "a request handler panicked");
-            json_response(StatusCode::INTERNAL_SERVER_ERROR, INTERNAL_BODY)
-        }
-    };
     let (parts, mut body) = response.into_parts();
     let framing = framing(parts.status, &parts.headers, &body);
     let head = head(parts.status, &parts.headers, framing, close);

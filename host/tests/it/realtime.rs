@@ -122,19 +122,34 @@ impl Sse {
 
 /// Reads one response with a `content-length` body and drops it.
 fn skip_response(r: &mut impl BufRead) {
-    let mut line = String::new();
-    let mut len = 0;
+    let (_, headers) = read_head(r);
+    sized_body(r, &headers).expect("content-length");
+}
+
+/// A response's status line and its headers (names lowercased, in order).
+fn read_head(r: &mut impl BufRead) -> (String, Vec<(String, String)>) {
+    let mut status = String::new();
+    r.read_line(&mut status).unwrap();
+    let mut headers = Vec::new();
     loop {
-        line.clear();
-        if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        let line = line.trim_end();
+        if line.is_empty() {
             break;
         }
-        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-            len = v.trim().parse().expect("a length");
-        }
+        let (k, v) = line.split_once(':').expect("a header line");
+        headers.push((k.to_ascii_lowercase(), v.trim().to_owned()));
     }
-    let mut body = vec![0; len];
+    (status.trim_end().to_owned(), headers)
+}
+
+/// The body its `content-length` header sizes, if the head has one.
+fn sized_body(r: &mut impl BufRead, headers: &[(String, String)]) -> Option<Vec<u8>> {
+    let (_, len) = headers.iter().find(|(k, _)| k == "content-length")?;
+    let mut body = vec![0; len.parse().expect("a length")];
     r.read_exact(&mut body).expect("the body");
+    Some(body)
 }
 
 /// A chunked body as the bytes it carries; ends at the last chunk.
@@ -844,20 +859,7 @@ impl Raw {
 
     /// A response's status line and its headers (names lowercased, in order).
     fn head(&mut self) -> (String, Vec<(String, String)>) {
-        let mut status = String::new();
-        self.0.read_line(&mut status).unwrap();
-        let mut headers = Vec::new();
-        loop {
-            let mut line = String::new();
-            self.0.read_line(&mut line).unwrap();
-            let line = line.trim_end();
-            if line.is_empty() {
-                break;
-            }
-            let (k, v) = line.split_once(':').expect("a header line");
-            headers.push((k.to_ascii_lowercase(), v.trim().to_owned()));
-        }
-        (status.trim_end().to_owned(), headers)
+        read_head(&mut self.0)
     }
 
     /// The next chunk: its size line as sent, and its bytes.
@@ -875,13 +877,7 @@ impl Raw {
     /// A whole response with a `content-length` body.
     fn response(&mut self) -> (String, Vec<u8>) {
         let (status, headers) = self.head();
-        let len: usize = headers
-            .iter()
-            .find(|(k, _)| k == "content-length")
-            .map(|(_, v)| v.parse().unwrap())
-            .expect("content-length");
-        let mut body = vec![0; len];
-        self.0.read_exact(&mut body).unwrap();
+        let body = sized_body(&mut self.0, &headers).expect("content-length");
         (status, body)
     }
 
@@ -1074,9 +1070,7 @@ fn first_body_part(raw: &mut Raw, headers: &[(String, String)]) -> Vec<u8> {
     if has("transfer-encoding", Some("chunked")) {
         return raw.chunk().1;
     }
-    if let Some((_, len)) = headers.iter().find(|(k, _)| k == "content-length") {
-        let mut body = vec![0; len.parse().expect("a length")];
-        raw.0.read_exact(&mut body).expect("the body");
+    if let Some(body) = sized_body(&mut raw.0, headers) {
         return body;
     }
     let mut out = Vec::new();
