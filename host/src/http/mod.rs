@@ -16,10 +16,9 @@
 mod conn;
 mod stream;
 
-use axum::body::Body;
 use bytes::Bytes;
 use conn::{Framing, Registry, Track};
-use http_body_util::{Either, Full};
+use http_body_util::{Either, Empty, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response};
 use std::convert::Infallible;
@@ -189,37 +188,38 @@ where
     Ok(())
 }
 
-/// The service every connection calls (the router), each request's body boxed as axum boxes
-/// it anyway (hyper's, or the empty one of a stream request read outside hyper).
+/// The service a connection calls: with hyper's request bodies, and with the empty body of a
+/// stream request read outside hyper.
 pub(crate) trait Service<B>:
-    tower_service::Service<Request<Body>, Response = Response<B>, Error = Infallible, Future: Send>
-    + Clone
-    + Send
-    + 'static
+    Calls<Incoming, B> + Calls<Empty<Bytes>, B> + Clone + Send + 'static
 {
 }
 
 impl<S, B> Service<B> for S where
-    S: tower_service::Service<
-            Request<Body>,
-            Response = Response<B>,
-            Error = Infallible,
-            Future: Send,
-        > + Clone
-        + Send
-        + 'static
+    S: Calls<Incoming, B> + Calls<Empty<Bytes>, B> + Clone + Send + 'static
+{
+}
+
+/// A service of requests with body `R` and responses with body `B`.
+pub(crate) trait Calls<R, B>:
+    tower_service::Service<Request<R>, Response = Response<B>, Error = Infallible, Future: Send>
+{
+}
+
+impl<S, R, B> Calls<R, B> for S where
+    S: tower_service::Service<Request<R>, Response = Response<B>, Error = Infallible, Future: Send>
 {
 }
 
 /// Call `service` with `req` from `peer`. A panic in a handler is a bug: the client still gets
 /// PocketBase's 500 and the connection (and the server) carry on.
-async fn call<S, B>(
+async fn call<S, R, B>(
     mut service: S,
-    mut req: Request<Body>,
+    mut req: Request<R>,
     peer: SocketAddr,
 ) -> Response<Either<B, Full<Bytes>>>
 where
-    S: Service<B>,
+    S: Calls<R, B>,
 {
     req.extensions_mut().insert(Peer(peer));
     let called = std::panic::AssertUnwindSafe(service.call(req));
@@ -341,7 +341,7 @@ where
                 );
                 return Ok::<_, Infallible>(res.map(|b| conn::Tracked::new(b, busy)));
             }
-            let res = call(inner, req.map(Body::new), peer).await;
+            let res = call(inner, req, peer).await;
             Ok(res.map(|b| conn::Tracked::new(b, busy)))
         }
     });

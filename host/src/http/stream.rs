@@ -10,8 +10,8 @@
 //! the stream ends and the client is still there, the connection goes back to hyper for its
 //! next requests.
 
-use axum::body::Body as Boxed;
 use bytes::Bytes;
+use http_body_util::Empty;
 use hyper::body::Body;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode, Version};
@@ -37,7 +37,7 @@ const LINE_PEEK: usize = 40;
 /// A request this module serves, and the length of its head (still unread on the socket).
 #[derive(Debug)]
 pub(super) struct Taken {
-    pub request: Request<Boxed>,
+    pub request: Request<Empty<Bytes>>,
     pub head_len: usize,
     /// The request said `Connection: close`: so does the response, and the connection ends
     /// with it (as hyper does).
@@ -180,7 +180,7 @@ fn parse(bytes: &[u8], path: &str, max_headers: usize) -> Parsed {
         .method(Method::GET)
         .uri(target)
         .version(Version::HTTP_11)
-        .body(Boxed::empty())
+        .body(Empty::new())
     else {
         return Parsed::Other;
     };
