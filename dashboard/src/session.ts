@@ -28,6 +28,8 @@ export function sessionExpired(msg = "Your session has expired or was rejected. 
 // polled until the server answers again. Without realtime, a slow poll is the fallback.
 let pollTimer: number | undefined;
 let fallbackPolling = false;
+let lastDisconnect = 0;
+let watching = false;
 function schedulePoll(ms: number) {
   clearTimeout(pollTimer);
   pollTimer = window.setTimeout(checkHealth, ms);
@@ -39,7 +41,15 @@ async function checkHealth() {
     /* handled in send */
   }
   if (!state.online) schedulePoll(1500);
-  else if (fallbackPolling) {
+  else if (watching && !fallbackPolling && !pb.realtime.isConnected) {
+    // Realtime dropped yet the server answered (it may have been on its way out): ask again
+    // until realtime is back, and after a minute without it fall back to the slow poll.
+    if (Date.now() - lastDisconnect < 60000) schedulePoll(1500);
+    else {
+      fallbackPolling = true;
+      schedulePoll(15000);
+    }
+  } else if (fallbackPolling) {
     // Back (or never gone): try the realtime watch again, at most every 15 s.
     if (Date.now() - lastWatchTry >= 15000) void watchRealtime();
     else schedulePoll(15000);
@@ -68,12 +78,13 @@ pb.send = async function <T>(path: string, options: any): Promise<T> {
 } as any;
 
 /** Start watching the connection (so a server that goes away is noticed on idle pages). */
-let watching = false;
 export async function startHealthWatch() {
   if (watching) return;
   watching = true;
   pb.realtime.onDisconnect = (active) => {
-    if (active.length) checkHealth();
+    if (!active.length) return;
+    lastDisconnect = Date.now();
+    void checkHealth();
   };
   await watchRealtime();
 }

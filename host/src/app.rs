@@ -346,13 +346,11 @@ pub(crate) async fn serve(
     });
     plugins.spawn_background();
     let router = api::router(state);
-    // Realtime streams never end by themselves: close them when the server stops, so the drain
-    // does not wait its whole grace period for them.
-    let shutdown = async move {
-        shutdown.await;
-        realtime.close_all();
-    };
-    crate::http::serve(listener, http_limits(&cfg), router, shutdown).await?;
+    // Realtime streams never end by themselves: they are closed once every connection has been
+    // told the server is stopping (so a stream's end closes its connection, and a client that
+    // reacts to it finds the server gone), and the drain does not wait its grace period for them.
+    let stopping = move || realtime.close_all();
+    crate::http::serve(listener, http_limits(&cfg), router, shutdown, stopping).await?;
     // Committed writes' uploads and deletes still going to S3 finish before the process ends.
     files.settle_all().await;
     let s = Arc::clone(&store);

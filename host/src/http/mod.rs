@@ -106,13 +106,15 @@ pub(crate) fn auto_max_connections(descriptors: u64) -> usize {
     usize::try_from(descriptors.saturating_sub(RESERVED_DESCRIPTORS).max(16)).unwrap_or(16)
 }
 
-/// Serve `service` on `listener` until `shutdown` resolves; then stop accepting, let in-flight
+/// Serve `service` on `listener` until `shutdown` resolves; then stop accepting, tell every
+/// connection, call `stopping` (which ends what would never end by itself), let in-flight
 /// requests finish (bounded by the grace period) and return.
 pub(crate) async fn serve<S, B>(
     listener: tokio::net::TcpListener,
     limits: Limits,
     service: S,
     shutdown: impl Future<Output = ()> + Send + 'static,
+    stopping: impl FnOnce(),
 ) -> std::io::Result<()>
 where
     S: Service<B>,
@@ -179,6 +181,7 @@ where
     }
     drop(listener);
     let _ = stop_tx.send(true);
+    stopping();
     if tokio::time::timeout(limits.shutdown_grace, registry.drained())
         .await
         .is_err()

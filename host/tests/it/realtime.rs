@@ -988,6 +988,52 @@ fn a_stream_outside_hyper_ends_cleanly_and_notices_its_client_leaving() {
     assert_eq!(sub(&s), 404, "a client that left is still known");
 }
 
+/// At shutdown every stream ends with its last chunk and its connection closes, whether the
+/// stream was served outside hyper or by it, while the server still drains a slow request: a
+/// client that reconnects at the end of its stream finds the server gone, never a connection
+/// that keeps serving.
+#[test]
+fn at_shutdown_a_stream_ends_and_its_connection_closes_while_others_drain() {
+    let mut s = server_with("[http]\nshutdown_grace_ms = 8000\n");
+    let mut fresh = Raw::open(&s.addr);
+    fresh.send(STREAM_GET);
+    fresh.head();
+    fresh.chunk();
+    let mut reused = Raw::open(&s.addr);
+    reused.send("GET /api/health HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(reused.response().0, "HTTP/1.1 200 OK");
+    reused.send(STREAM_GET);
+    reused.head();
+    reused.chunk();
+    // A request whose body never ends keeps the server draining.
+    let mut slow = Raw::open(&s.addr);
+    slow.send(
+        "POST /api/batch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         Content-Length: 100\r\n\r\n{",
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    std::thread::scope(|scope| {
+        let stopping = scope.spawn(|| s.stop(Duration::from_secs(20)));
+        for (what, raw) in [
+            ("outside hyper", &mut fresh),
+            ("through hyper", &mut reused),
+        ] {
+            assert_eq!(raw.chunk().1, b"", "{what}: the stream's last chunk");
+            raw.send("GET /api/health HTTP/1.1\r\nHost: x\r\n\r\n");
+            assert!(
+                raw.at_end(),
+                "{what}: the connection closes with the stream"
+            );
+        }
+        assert!(
+            !stopping.is_finished(),
+            "the server was still draining the slow request"
+        );
+        drop(slow);
+        stopping.join().unwrap();
+    });
+}
+
 /// A head that arrives in pieces is still served, and what the stream path does not take
 /// (HTTP/1.0, a body, a near-miss path) is hyper's as before.
 #[test]
