@@ -80,7 +80,7 @@ class Server:
         self.dir = os.path.join(a.work, kind)
         shutil.rmtree(self.dir, ignore_errors=True)
         os.makedirs(self.dir)
-        binary = a.ferrobase if kind == "ferrobase" else a.pb
+        binary = {"ferrobase": a.ferrobase, "baseline": a.baseline}.get(kind, a.pb)
         data = os.path.join(self.dir, "pb_data")
         subprocess.run([binary, "superuser", "upsert", *SU, "--dir", data], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -125,7 +125,22 @@ def setup(s):
     return out
 
 
-def wrk(a, script, url, conns, env=None):
+def cpu_ticks(pid):
+    """The process's CPU time so far (utime + stime), in clock ticks."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def wrk(a, script, url, conns, env=None, pid=None):
+    """One wrk run; with `pid`, also the server's CPU time per completed request."""
+    ticks = cpu_ticks(pid) if pid else None
+    j = wrk_run(a, script, url, conns, env)
+    if pid and j.get("requests"):
+        j["cpu_ms_per_req"] = (cpu_ticks(pid) - ticks) * 1000 / os.sysconf("SC_CLK_TCK") / j["requests"]
+    return j
+
+
+def wrk_run(a, script, url, conns, env=None):
     cmd = ["wrk", "-t2", f"-c{conns}", f"-d{a.duration}s", "--timeout=30s", "--latency",
            "-s", os.path.join(HERE, "lua", script), url]
     if a.wrk_cpus:
@@ -198,11 +213,11 @@ def run(a, kind):
     try:
         fx = setup(s)
         if "upload_1m" in a.only:
-            row["upload_1m"] = wrk(a, "upload.lua", s.base + "/api/collections/media/records", a.upload_conns)
+            row["upload_1m"] = wrk(a, "upload.lua", s.base + "/api/collections/media/records", a.upload_conns, pid=s.proc.pid)
         if "download_1m" in a.only:
-            row["download_1m"] = wrk(a, "get.lua", s.base + fx["blob"][0], a.conns)
+            row["download_1m"] = wrk(a, "get.lua", s.base + fx["blob"][0], a.conns, pid=s.proc.pid)
         if "thumb_cached" in a.only:
-            row["thumb_cached"] = wrk(a, "get.lua", s.base + fx["image"][0] + "?thumb=100x100", a.conns)
+            row["thumb_cached"] = wrk(a, "get.lua", s.base + fx["image"][0] + "?thumb=100x100", a.conns, pid=s.proc.pid)
             row["thumb_bytes"] = fx["thumb_bytes"]
     finally:
         s.stop()
@@ -230,18 +245,29 @@ def render(rows, a):
     lines = [f"# files bench {a.run_id}", "",
              f"server cpus `{a.server_cpus}`, wrk cpus `{a.wrk_cpus}`, {a.reps} rep(s) x {a.duration} s, "
              f"uploads -c{a.upload_conns}, downloads -c{a.conns}", "",
-             "| scenario | ferrobase | pocketbase | ratio |", "|---|---|---|---|"]
+             "| scenario | ferrobase | pocketbase | ratio |" + (f" {a.baseline_label} | ferrobase / it |" if a.baseline else ""),
+             "|---|---|---|---|" + ("---|---|" if a.baseline else "")]
     for scn in ("upload_1m", "download_1m", "thumb_cached"):
         if scn not in a.only:
             continue
-        fb, pb = med("ferrobase", scn, "rps"), med("pocketbase", scn, "rps")
-        cell = lambda v, k: "-" if v is None else f"{v:,.0f} req/s (p99 {med(k, scn, 'lat_p99_ms'):.1f} ms)"
+        fb, pb, bl = med("ferrobase", scn, "rps"), med("pocketbase", scn, "rps"), med("baseline", scn, "rps")
+        def cell(v, k):
+            if v is None:
+                return "-"
+            cpu = med(k, scn, "cpu_ms_per_req")
+            return f"{v:,.0f} req/s (p99 {med(k, scn, 'lat_p99_ms'):.1f} ms" + (f", {cpu:.2f} ms CPU/req)" if cpu else ")")
         ratio = f"{fb / pb:.2f}x" if fb and pb else "-"
-        lines.append(f"| {scn} | {cell(fb, 'ferrobase')} | {cell(pb, 'pocketbase')} | {ratio} |")
+        line = f"| {scn} | {cell(fb, 'ferrobase')} | {cell(pb, 'pocketbase')} | {ratio} |"
+        if a.baseline:
+            line += f" {cell(bl, 'baseline')} | {f'{fb / bl:.2f}x' if fb and bl else '-'} |"
+        lines.append(line)
     if "rss_20x20" in a.only:
         fb, pb = med("ferrobase", "rss_20x20", "rss_peak_kb"), med("pocketbase", "rss_20x20", "rss_peak_kb")
         cell = lambda v: "-" if v is None else f"{v / 1024:.1f} MB peak"
-        lines.append(f"| rss_20x20 (20 x 20 MiB uploads) | {cell(fb)} | {cell(pb)} | |")
+        line = f"| rss_20x20 (20 x 20 MiB uploads) | {cell(fb)} | {cell(pb)} | |"
+        if a.baseline:
+            line += f" {cell(med('baseline', 'rss_20x20', 'rss_peak_kb'))} | |"
+        lines.append(line)
     lines += ["", "Errors (non-2xx or socket) per run:", ""]
     for r in rows:
         errs = {k: (v.get("non2xx", 0), v.get("socket_errors", 0)) for k, v in r.items() if isinstance(v, dict) and "rps" in v}
@@ -262,6 +288,8 @@ def main():
     ap.add_argument("--upload-conns", type=int, default=8)
     ap.add_argument("--server-cpus", default="0")
     ap.add_argument("--wrk-cpus", default="1")
+    ap.add_argument("--baseline", default="", help="another ferrobase binary, run as server 'baseline' (add it to --servers)")
+    ap.add_argument("--baseline-label", default="baseline")
     a = ap.parse_args()
     a.only = [x for x in a.only.split(",") if x]
     a.ferrobase = os.path.join(a.root, "target", "release", "ferrobase")

@@ -695,8 +695,9 @@ fn go_trim(s: &str) -> &str {
     s.trim_matches([' ', '\t', '\n', '\r'])
 }
 
-/// `len` bytes of `file` from `start`, in chunks read on the blocking pool one at a time (no
-/// thread is held between chunks, however slowly the client reads): the file is never read whole.
+/// `len` bytes of `file` from `start`, in chunks read one at a time (no thread is held between
+/// chunks, however slowly the client reads): the file is never read whole. A chunk the page
+/// cache holds is read on the worker; one that needs the disk, on the blocking pool.
 fn stream(
     file: std::sync::Arc<std::fs::File>,
     start: u64,
@@ -709,6 +710,13 @@ fn stream(
         let want = usize::try_from(left)
             .unwrap_or(STREAM_CHUNK_BYTES)
             .min(STREAM_CHUNK_BYTES);
+        if let Some(buf) = crate::files::read_cached(&file, at, want) {
+            if buf.is_empty() {
+                return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
+            }
+            let n = buf.len() as u64;
+            return Ok(Some((bytes::Bytes::from(buf), (file, at + n, left - n))));
+        }
         let f = std::sync::Arc::clone(&file);
         let buf = tokio::task::spawn_blocking(move || {
             use std::io::{Read as _, Seek as _};

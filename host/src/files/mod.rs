@@ -22,6 +22,25 @@ pub(crate) use s3::{Bucket, S3Config, S3Error};
 pub(crate) use sniff::{SNIFF_BYTES, detect};
 pub(crate) use thumbs::{Remembered, Thumb};
 
+/// Up to `want` bytes of `file` from `at`, only if the page cache holds them now (Linux's
+/// `RWF_NOWAIT`): a read that would wait for the disk, or one this file system cannot answer
+/// so, gives `None`, for the caller to do on the blocking pool. An async worker may call it; a
+/// download of a cached file then never leaves its worker (each trip to the blocking pool costs
+/// two thread switches). Fewer bytes than asked are a partial answer, not the end of the file;
+/// an empty buffer is the end.
+pub(crate) fn read_cached(file: &std::fs::File, at: u64, want: usize) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; want];
+    let n = rustix::io::preadv2(
+        file,
+        &mut [io::IoSliceMut::new(&mut buf)],
+        at,
+        rustix::io::ReadWriteFlags::NOWAIT,
+    )
+    .ok()?;
+    buf.truncate(n);
+    Some(buf)
+}
+
 /// The sidecar's suffix (PocketBase's blob driver refuses blobs named with it).
 pub(crate) const ATTRS_EXT: &str = ".attrs";
 /// The folder of received uploads not yet placed, inside the data dir (so a rename moves them)
@@ -148,7 +167,7 @@ impl Storage {
         let temp = self
             .temp
             .join(format!("{}.part", crate::schema::ids::lower_alnum(20)));
-        let file = tokio::fs::File::create(&temp).await?;
+        let file = tokio::fs::File::create(&temp).await?.into_std().await;
         Ok(Receiving {
             upload: Upload {
                 original: original.to_owned(),
@@ -159,7 +178,8 @@ impl Storage {
                 md5: [0; 16],
                 temp: Some(temp),
             },
-            file,
+            file: Some(file),
+            pending: Vec::new(),
             head: Vec::new(),
             md5: md5::Md5::new(),
         })
@@ -467,30 +487,64 @@ fn ignore_missing(r: io::Result<()>) -> io::Result<()> {
 }
 
 /// An upload being received: bytes go to its temporary file as they come, hashed on the way,
-/// the first [`SNIFF_BYTES`] kept to detect its type.
+/// the first [`SNIFF_BYTES`] kept to detect its type. They are gathered into batches of
+/// [`WRITE_BATCH_BYTES`], each written and hashed in one trip to the blocking pool (a trip per
+/// network chunk cost two thread switches per few KiB, and the hash would hold the worker).
 pub(crate) struct Receiving {
     upload: Upload,
-    file: tokio::fs::File,
+    /// `None` only if a batch's trip failed.
+    file: Option<std::fs::File>,
+    pending: Vec<u8>,
     head: Vec<u8>,
     md5: md5::Md5,
 }
 
+/// How many received bytes one trip to the blocking pool writes (one per upload in flight is
+/// held in memory).
+const WRITE_BATCH_BYTES: usize = 256 << 10;
+
 impl Receiving {
     pub(crate) async fn write(&mut self, chunk: &[u8]) -> io::Result<()> {
-        use tokio::io::AsyncWriteExt as _;
         if self.head.len() < SNIFF_BYTES {
             let take = (SNIFF_BYTES - self.head.len()).min(chunk.len());
             self.head.extend_from_slice(&chunk[..take]);
         }
-        self.md5.update(chunk);
         self.upload.size += chunk.len() as u64;
-        self.file.write_all(chunk).await
+        self.pending.extend_from_slice(chunk);
+        if self.pending.len() >= WRITE_BATCH_BYTES {
+            self.write_pending().await?;
+        }
+        Ok(())
     }
 
-    /// All bytes are in: flush them, detect the type, give the upload its stored name.
+    /// Write and hash the gathered bytes on the blocking pool; the buffer comes back for reuse.
+    async fn write_pending(&mut self) -> io::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let mut file = self
+            .file
+            .take()
+            .ok_or_else(|| io::Error::other("an earlier write failed"))?;
+        let buf = std::mem::take(&mut self.pending);
+        let mut md5 = std::mem::take(&mut self.md5);
+        let (file, mut buf, md5, written) = tokio::task::spawn_blocking(move || {
+            md5.update(&buf);
+            let written = file.write_all(&buf);
+            (file, buf, md5, written)
+        })
+        .await
+        .map_err(io::Error::other)?;
+        written?;
+        buf.clear();
+        (self.file, self.pending, self.md5) = (Some(file), buf, md5);
+        Ok(())
+    }
+
+    /// All bytes are in: write the last of them, detect the type, give the upload its stored
+    /// name.
     pub(crate) async fn finish(mut self) -> io::Result<Upload> {
-        use tokio::io::AsyncWriteExt as _;
-        self.file.flush().await?;
+        self.write_pending().await?;
         let detected = detect(&self.head);
         self.upload.mime = detected.mime;
         self.upload.ext = detected.ext;

@@ -5,6 +5,7 @@
 use crate::common::{Server, reference_and_subject};
 use crate::s3::{Files, count_files, files_of};
 use serde_json::{Value, json};
+use std::path::PathBuf;
 use std::time::Duration;
 
 pub(super) const BOUNDARY: &str = "----ferrobase-files-test";
@@ -784,8 +785,30 @@ fn range_header(rng: &mut crate::rng::Rng, size: u64) -> String {
     format!("{unit}{}", list.join(if rng.pct(80) { "," } else { ", " }))
 }
 
-/// A ranged download as compared: status, the range headers, the type and the body, with a
-/// multipart answer's random boundary masked.
+/// Drop `file` from the page cache (written back first), so that its next read goes to the
+/// disk: GNU dd's documented way (`iflag=nocache count=0`). Whether it ran.
+fn evict(file: &std::path::Path) -> bool {
+    let run = |cmd: &str, args: &[&std::ffi::OsStr]| {
+        std::process::Command::new(cmd)
+            .args(args)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let f = file.as_os_str();
+    run("sync", &[f])
+        && run(
+            "dd",
+            &[
+                &std::ffi::OsString::from(format!("if={}", file.display())),
+                "iflag=nocache".as_ref(),
+                "count=0".as_ref(),
+            ],
+        )
+}
+
+/// A ranged download as compared: status, the range headers, the type and the body (a long
+/// one as its length and a checksum), with a multipart answer's random boundary masked.
 fn range_shape(g: &Got) -> Value {
     let ty = g.header("content-type").unwrap_or("").to_owned();
     let boundary = ty.split_once("boundary=").map(|(_, b)| b.to_owned());
@@ -799,6 +822,14 @@ fn range_shape(g: &Got) -> Value {
             (n - b.len() * body.matches("BOUNDARY").count()).to_string()
         });
     }
+    let body = if body.len() > 4096 {
+        let sum = body.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+        json!(format!("{} bytes, fnv {sum:016x}", body.len()))
+    } else {
+        json!(body)
+    };
     json!({
         "status": g.status,
         "type": boundary.as_ref().map_or(ty.clone(), |b| ty.replace(b.as_str(), "BOUNDARY")),
@@ -827,46 +858,74 @@ fn ranges_as_by_the_reference(s3: bool) {
     let seed = crate::rng::env_num("FERROBASE_RANGES_SEED").unwrap_or(0x5eed_0015);
     let cases = crate::rng::env_num("FERROBASE_RANGES_CASES").unwrap_or(300);
     eprintln!("ranges: seed {seed:#x}, {cases} cases (FERROBASE_RANGES_SEED / _CASES)");
-    let content: Vec<u8> = (0..=99u8).map(|i| b'a' + i % 26).collect();
-    let paths: Vec<String> = sides
+    // A small file is read whole when it is opened; a big one is streamed in chunks, each read
+    // from the page cache on the worker or, once evicted, on the blocking pool.
+    let small: Vec<u8> = (0..=99u8).map(|i| b'a' + i % 26).collect();
+    let big: Vec<u8> = (0..700_001u32)
+        .map(|i| b'a' + ((i * 7 + i / 251) % 26) as u8)
+        .collect();
+    let stored: Vec<[(String, PathBuf); 2]> = sides
         .iter()
         .map(|side| {
-            let r = send(
-                &side.server,
-                "POST",
-                "/api/collections/docs/records",
-                &side.su,
-                multipart(&[], &[("pics", "notes.txt", &content)]),
-            );
-            assert_eq!(r.status, 200, "{}", r.json);
-            let name = r.json["pics"][0].as_str().unwrap().to_owned();
-            format!(
-                "/api/files/{}/{}/{name}",
-                side.cid,
-                r.json["id"].as_str().unwrap()
-            )
+            [("notes.txt", &small), ("big.txt", &big)].map(|(name, content)| {
+                let r = send(
+                    &side.server,
+                    "POST",
+                    "/api/collections/docs/records",
+                    &side.su,
+                    multipart(&[], &[("pics", name, content)]),
+                );
+                assert_eq!(r.status, 200, "{}", r.json);
+                let (id, name) = (
+                    r.json["id"].as_str().unwrap(),
+                    r.json["pics"][0].as_str().unwrap(),
+                );
+                let path = format!("/api/files/{}/{id}/{name}", side.cid);
+                let file = side
+                    .server
+                    .data_dir()
+                    .join("storage")
+                    .join(&side.cid)
+                    .join(id)
+                    .join(name);
+                (path, file)
+            })
         })
         .collect();
     let mut rng = crate::rng::Rng::new(seed);
     let mut mismatches = Vec::new();
     let mut multipart_answers = 0;
+    let mut evicted = 0;
     for _ in 0..cases {
+        let which = usize::from(rng.pct(50));
+        let content = [&small, &big][which];
+        if which == 1 && !s3 && rng.pct(30) {
+            evicted += usize::from(evict(&stored[1][1].1));
+        }
         let h = range_header(&mut rng, content.len() as u64);
         let got: Vec<Value> = sides
             .iter()
-            .zip(&paths)
-            .map(|(side, path)| range_shape(&fetch(&side.server, path, &[("Range", &h)])))
+            .zip(&stored)
+            .map(|(side, files)| {
+                range_shape(&fetch(&side.server, &files[which].0, &[("Range", &h)]))
+            })
             .collect();
         if got[0]["boundary_len"].is_number() {
             multipart_answers += 1;
         }
         if got[0] != got[1] {
             mismatches.push(format!(
-                "Range: {h}\n  reference: {}\n  subject:   {}",
-                got[0], got[1]
+                "Range: {h} ({} bytes)\n  reference: {}\n  subject:   {}",
+                content.len(),
+                got[0],
+                got[1]
             ));
         }
     }
+    assert!(
+        s3 || evicted > 5,
+        "the big file was evicted from the page cache only {evicted} times"
+    );
     assert!(
         multipart_answers > 10,
         "the generator made few multi-range answers"
