@@ -3,6 +3,7 @@
 Scenarios (each server on a fresh data dir, pinned to --server-cpus; wrk on --wrk-cpus):
   upload_1m     POST multipart creates, each with one 1 MiB file          (wrk, lua/upload.lua)
   download_1m   GET of one stored 1 MiB file                              (wrk, lua/get.lua)
+  download_16k  GET of one stored 16 KiB file (an avatar's size)          (wrk, lua/get.lua)
   thumb_cached  GET ?thumb=100x100 of a 640x480 PNG, the thumb made once  (wrk, lua/get.lua)
   rss_20x20     20 clients upload 20 MiB each at once: the server's peak RSS (sampled every 20 ms),
                 on a server process of its own
@@ -29,7 +30,7 @@ import common  # noqa: E402
 
 SU = ("bench@example.com", "bench-pass-123")
 MIB = 1 << 20
-SCENARIOS = ("upload_1m", "download_1m", "thumb_cached", "rss_20x20")
+SCENARIOS = ("upload_1m", "download_1m", "download_16k", "thumb_cached", "rss_20x20")
 
 
 def png(width, height):
@@ -103,22 +104,24 @@ class Server:
 
 
 def setup(s):
-    """A public collection with one file field (32 MiB, thumbs 100x100); a 1 MiB file and a PNG."""
+    """A public collection with one file field (32 MiB, thumbs 100x100); a 1 MiB file, a 16 KiB one and a PNG."""
     st, raw = common.http("POST", s.base + "/api/collections", {
         "name": "media", "listRule": "", "viewRule": "", "createRule": "",
         "fields": [{"name": "f", "type": "file", "maxSelect": 1, "maxSize": 32 * MIB, "thumbs": ["100x100"]}],
     }, token=s.token)
     assert st == 200, raw
     out = {}
-    for key, name, data in (("blob", "blob.bin", os.urandom(MIB)), ("image", "image.png", png(640, 480))):
+    for key, name, data in (("blob", "blob.bin", os.urandom(MIB)), ("small", "avatar.bin", os.urandom(16 << 10)),
+                            ("image", "image.png", png(640, 480))):
         body, ctype = multipart("f", name, data)
         st, raw = post_raw(s.base, "/api/collections/media/records", body, ctype, s.token)
         assert st == 200, raw
         rec = json.loads(raw)
         out[key] = (f"/api/files/media/{rec['id']}/{rec['f']}", data)
-    path, data = out["blob"]
-    st, got = common.http("GET", s.base + path)
-    assert st == 200 and got == data, f"download check failed: {st}"
+    for key in ("blob", "small"):
+        path, data = out[key]
+        st, got = common.http("GET", s.base + path)
+        assert st == 200 and got == data, f"download check failed: {st}"
     st, thumb = common.http("GET", s.base + out["image"][0] + "?thumb=100x100")
     assert st == 200, st
     out["thumb_bytes"] = len(thumb)
@@ -216,6 +219,8 @@ def run(a, kind):
             row["upload_1m"] = wrk(a, "upload.lua", s.base + "/api/collections/media/records", a.upload_conns, pid=s.proc.pid)
         if "download_1m" in a.only:
             row["download_1m"] = wrk(a, "get.lua", s.base + fx["blob"][0], a.conns, pid=s.proc.pid)
+        if "download_16k" in a.only:
+            row["download_16k"] = wrk(a, "get.lua", s.base + fx["small"][0], a.conns, pid=s.proc.pid)
         if "thumb_cached" in a.only:
             row["thumb_cached"] = wrk(a, "get.lua", s.base + fx["image"][0] + "?thumb=100x100", a.conns, pid=s.proc.pid)
             row["thumb_bytes"] = fx["thumb_bytes"]
@@ -247,7 +252,7 @@ def render(rows, a):
              f"uploads -c{a.upload_conns}, downloads -c{a.conns}", "",
              "| scenario | ferrobase | pocketbase | ratio |" + (f" {a.baseline_label} | ferrobase / it |" if a.baseline else ""),
              "|---|---|---|---|" + ("---|---|" if a.baseline else "")]
-    for scn in ("upload_1m", "download_1m", "thumb_cached"):
+    for scn in ("upload_1m", "download_1m", "download_16k", "thumb_cached"):
         if scn not in a.only:
             continue
         fb, pb, bl = med("ferrobase", scn, "rps"), med("pocketbase", scn, "rps"), med("baseline", scn, "rps")

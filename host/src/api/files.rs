@@ -230,9 +230,15 @@ pub(crate) async fn serve(
     respond(open(path).await?, name, download, req)
 }
 
-/// One trip to the blocking pool opens the file, reads its size, date and sidecar type and,
-/// for a small file (thumbs, avatars), its bytes too.
+/// Open the file, read its size, date and sidecar type and, for a small file (thumbs,
+/// avatars), its bytes too: on the worker when the kernel's caches hold all of it, else in one
+/// trip to the blocking pool.
 async fn open(path: std::path::PathBuf) -> ApiResult<Opened> {
+    match open_from_caches(&path) {
+        Some(Ok(opened)) => return Ok(opened),
+        Some(Err(_)) => return Err(ApiError::not_found()),
+        None => {}
+    }
     match tokio::task::spawn_blocking(move || open_for_serving(&path)).await {
         Ok(Ok(opened)) => Ok(opened),
         _ => Err(ApiError::not_found()),
@@ -570,6 +576,49 @@ struct Opened {
 enum Content {
     Whole(bytes::Bytes),
     Open(std::fs::File),
+}
+
+/// [`open_for_serving`] without waiting: `None` when any part of it (the path, the sidecar, a
+/// small file's bytes) is not in the kernel's caches.
+fn open_from_caches(path: &std::path::Path) -> Option<std::io::Result<Opened>> {
+    use crate::files::{open_cached, read_cached};
+    let file = match open_cached(path) {
+        Ok(Some(f)) => f,
+        Ok(None) => return None,
+        Err(e) => return Some(Err(e)),
+    };
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() {
+        return Some(Err(std::io::ErrorKind::NotFound.into()));
+    }
+    let whole = |f: &std::fs::File, size: u64| {
+        let want = usize::try_from(size).ok()?;
+        read_cached(f, 0, want).filter(|b| b.len() == want)
+    };
+    let sidecar = match open_cached(&crate::files::sidecar(path)) {
+        Ok(Some(f)) => {
+            let len = f.metadata().ok()?.len();
+            // A sidecar is a few hundred bytes: an odd one is left to the blocking pool.
+            if len > 64 << 10 {
+                return None;
+            }
+            Some(whole(&f, len)?)
+        }
+        Ok(None) => return None,
+        Err(_) => None,
+    };
+    let size = meta.len();
+    let content = if size <= CHUNK_BYTES as u64 {
+        Content::Whole(bytes::Bytes::from(whole(&file, size)?))
+    } else {
+        Content::Open(file)
+    };
+    Some(Ok(Opened {
+        size,
+        modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+        stored_type: Storage::content_type_in(sidecar.as_deref()),
+        content,
+    }))
 }
 
 /// Blocking: open a stored file (a regular file only) with what serving it needs.

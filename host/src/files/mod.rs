@@ -22,6 +22,26 @@ pub(crate) use s3::{Bucket, S3Config, S3Error};
 pub(crate) use sniff::{SNIFF_BYTES, detect};
 pub(crate) use thumbs::{Remembered, Thumb};
 
+/// Open `path` to read it, only if the kernel's caches resolve the path now (`openat2` with
+/// `RESOLVE_CACHED`, Linux 5.12): an async worker may call it. `Ok(None)`: it would have to
+/// wait for the disk, or the kernel cannot say so; open it on the blocking pool then.
+/// `Err`: there is nothing at `path` (a cached answer). Opened non-blocking, so that a FIFO
+/// cannot hold the worker (reads of a regular file ignore the flag).
+pub(crate) fn open_cached(path: &Path) -> io::Result<Option<std::fs::File>> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    match rustix::fs::openat2(
+        rustix::fs::CWD,
+        path,
+        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK,
+        Mode::empty(),
+        ResolveFlags::CACHED,
+    ) {
+        Ok(fd) => Ok(Some(std::fs::File::from(fd))),
+        Err(rustix::io::Errno::NOENT) => Err(io::ErrorKind::NotFound.into()),
+        Err(_) => Ok(None),
+    }
+}
+
 /// Up to `want` bytes of `file` from `at`, only if the page cache holds them now (Linux's
 /// `RWF_NOWAIT`): a read that would wait for the disk, or one this file system cannot answer
 /// so, gives `None`, for the caller to do on the blocking pool. An async worker may call it; a
@@ -276,9 +296,13 @@ impl Storage {
     /// The content type a stored file was given at upload (its sidecar's), or PocketBase's
     /// `application/octet-stream` when it has no readable sidecar.
     pub(crate) fn content_type(path: &Path) -> String {
-        std::fs::read(sidecar(path))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        Self::content_type_in(std::fs::read(sidecar(path)).ok().as_deref())
+    }
+
+    /// The content type a sidecar's bytes record (`None`: no sidecar).
+    pub(crate) fn content_type_in(sidecar: Option<&[u8]>) -> String {
+        sidecar
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(b).ok())
             .and_then(|v| v.get("user.content_type")?.as_str().map(str::to_owned))
             .filter(|t| !t.is_empty())
             .unwrap_or_else(|| "application/octet-stream".to_owned())
