@@ -234,13 +234,11 @@ pub(crate) async fn serve(
 /// avatars), its bytes too: on the worker when the kernel's caches hold all of it, else in one
 /// trip to the blocking pool.
 async fn open(path: std::path::PathBuf) -> ApiResult<Opened> {
-    match open_from_caches(&path) {
-        Some(Ok(opened)) => return Ok(opened),
-        Some(Err(_)) => return Err(ApiError::not_found()),
-        None => {}
+    if let Some(opened) = open_for_serving(&path, false) {
+        return opened.map_err(|_| ApiError::not_found());
     }
-    match tokio::task::spawn_blocking(move || open_for_serving(&path)).await {
-        Ok(Ok(opened)) => Ok(opened),
+    match tokio::task::spawn_blocking(move || open_for_serving(&path, true)).await {
+        Ok(Some(Ok(opened))) => Ok(opened),
         _ => Err(ApiError::not_found()),
     }
 }
@@ -578,40 +576,61 @@ enum Content {
     Open(std::fs::File),
 }
 
-/// [`open_for_serving`] without waiting: `None` when any part of it (the path, the sidecar, a
-/// small file's bytes) is not in the kernel's caches.
-fn open_from_caches(path: &std::path::Path) -> Option<std::io::Result<Opened>> {
+/// Open a stored file (a regular file only) with what serving it needs. With `wait`, blocking
+/// (call it on the blocking pool); without, only from the kernel's caches (an async worker may
+/// call it): `None` when any part (the path, the sidecar, a small file's bytes) is not there.
+fn open_for_serving(path: &std::path::Path, wait: bool) -> Option<std::io::Result<Opened>> {
     use crate::files::{open_cached, read_cached};
-    let file = match open_cached(path) {
+    use std::io::Read as _;
+    let open = |p: &std::path::Path| {
+        if wait {
+            std::fs::File::open(p).map(Some)
+        } else {
+            open_cached(p)
+        }
+    };
+    // `f`'s bytes, `size` of them as its metadata says; without waiting, all of them or none.
+    let whole = |f: &std::fs::File, size: u64| {
+        if wait {
+            let mut buf = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+            return Some((&*f).read_to_end(&mut buf).map(|_| buf));
+        }
+        let want = usize::try_from(size).ok()?;
+        read_cached(f, 0, want).filter(|b| b.len() == want).map(Ok)
+    };
+    let file = match open(path) {
         Ok(Some(f)) => f,
         Ok(None) => return None,
         Err(e) => return Some(Err(e)),
     };
-    let meta = file.metadata().ok()?;
+    let meta = match file.metadata() {
+        Ok(m) => m,
+        Err(e) => return wait.then_some(Err(e)),
+    };
     if !meta.is_file() {
         return Some(Err(std::io::ErrorKind::NotFound.into()));
     }
-    let whole = |f: &std::fs::File, size: u64| {
-        let want = usize::try_from(size).ok()?;
-        read_cached(f, 0, want).filter(|b| b.len() == want)
-    };
-    let sidecar = match open_cached(&crate::files::sidecar(path)) {
+    let sidecar = match open(&crate::files::sidecar(path)) {
         Ok(Some(f)) => {
-            let len = f.metadata().ok()?.len();
+            let len = f.metadata().map_or(0, |m| m.len());
             // A sidecar is a few hundred bytes: an odd one is left to the blocking pool.
-            if len > 64 << 10 {
+            if !wait && len > 64 << 10 {
                 return None;
             }
-            Some(whole(&f, len)?)
+            whole(&f, len)?.ok()
         }
         Ok(None) => return None,
         Err(_) => None,
     };
     let size = meta.len();
-    let content = if size <= CHUNK_BYTES as u64 {
-        Content::Whole(bytes::Bytes::from(whole(&file, size)?))
+    let (size, content) = if size <= CHUNK_BYTES as u64 {
+        let buf = match whole(&file, size)? {
+            Ok(b) => b,
+            Err(e) => return Some(Err(e)),
+        };
+        (buf.len() as u64, Content::Whole(bytes::Bytes::from(buf)))
     } else {
-        Content::Open(file)
+        (size, Content::Open(file))
     };
     Some(Ok(Opened {
         size,
@@ -619,30 +638,6 @@ fn open_from_caches(path: &std::path::Path) -> Option<std::io::Result<Opened>> {
         stored_type: Storage::content_type_in(sidecar.as_deref()),
         content,
     }))
-}
-
-/// Blocking: open a stored file (a regular file only) with what serving it needs.
-fn open_for_serving(path: &std::path::Path) -> std::io::Result<Opened> {
-    use std::io::Read as _;
-    let mut file = std::fs::File::open(path)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::ErrorKind::NotFound.into());
-    }
-    let size = meta.len();
-    let (size, content) = if size <= CHUNK_BYTES as u64 {
-        let mut buf = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-        file.read_to_end(&mut buf)?;
-        (buf.len() as u64, Content::Whole(bytes::Bytes::from(buf)))
-    } else {
-        (size, Content::Open(file))
-    };
-    Ok(Opened {
-        size,
-        modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-        stored_type: Storage::content_type(path),
-        content,
-    })
 }
 
 /// A string quoted as Go's `strconv.Quote` quotes it (PocketBase quotes the disposition's file
@@ -759,29 +754,27 @@ fn stream(
         let want = usize::try_from(left)
             .unwrap_or(STREAM_CHUNK_BYTES)
             .min(STREAM_CHUNK_BYTES);
-        if let Some(buf) = crate::files::read_cached(&file, at, want) {
-            if buf.is_empty() {
-                return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
+        let buf = match crate::files::read_cached(&file, at, want) {
+            Some(buf) => buf,
+            None => {
+                let f = std::sync::Arc::clone(&file);
+                tokio::task::spawn_blocking(move || {
+                    use std::io::{Read as _, Seek as _};
+                    // Only this stream reads through this handle (opened for this request), so
+                    // its cursor is ours; `read_to_end` fills the buffer without zeroing it.
+                    let mut r = &*f;
+                    r.seek(std::io::SeekFrom::Start(at))?;
+                    let mut buf = Vec::with_capacity(want);
+                    r.take(want as u64).read_to_end(&mut buf)?;
+                    Ok::<_, std::io::Error>(buf)
+                })
+                .await
+                .map_err(std::io::Error::other)??
             }
-            let n = buf.len() as u64;
-            return Ok(Some((bytes::Bytes::from(buf), (file, at + n, left - n))));
+        };
+        if buf.is_empty() {
+            return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
         }
-        let f = std::sync::Arc::clone(&file);
-        let buf = tokio::task::spawn_blocking(move || {
-            use std::io::{Read as _, Seek as _};
-            // Only this stream reads through this handle (opened for this request), so its
-            // cursor is ours; `read_to_end` fills the buffer without zeroing it first.
-            let mut r = &*f;
-            r.seek(std::io::SeekFrom::Start(at))?;
-            let mut buf = Vec::with_capacity(want);
-            r.take(want as u64).read_to_end(&mut buf)?;
-            if buf.is_empty() {
-                return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
-            }
-            Ok(buf)
-        })
-        .await
-        .map_err(std::io::Error::other)??;
         let n = buf.len() as u64;
         Ok(Some((bytes::Bytes::from(buf), (file, at + n, left - n))))
     })

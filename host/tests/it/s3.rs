@@ -183,6 +183,14 @@ pub enum Files {
 }
 
 impl Files {
+    /// Where a stored file lies on disk (`None` on S3).
+    pub fn local_path(&self, cid: &str, id: &str, name: &str) -> Option<std::path::PathBuf> {
+        match self {
+            Files::Local(root) => Some(root.join(cid).join(id).join(name)),
+            Files::S3(..) => None,
+        }
+    }
+
     pub fn bytes(&self, cid: &str, id: &str, name: &str) -> Option<Vec<u8>> {
         match self {
             Files::Local(root) => std::fs::read(root.join(cid).join(id).join(name)).ok(),
