@@ -23,6 +23,10 @@ wrk to cpu 1, everything on 127.0.0.1):
            time from each create's 200 to its last delivery, p50 and p99
   sustain  1,000 such subscribers, 500 creates/s for 10 s from 16 writers: delivered events/s,
            delivery latency (from the create sent), lost and reordered events per subscriber
+  floor    no server: bench/realtime/floor.c (built with gcc) writes one event-sized chunk to each
+           of 10,000 loopback connections from the server's cpu, read on the tool's cpu, 20
+           rounds: the fan-out's p50 and p99 on this machine with nothing but the writes in it.
+           Run once, not per server; reported under the table
 
 Results: the table on stdout and in results/realtime-latest.md (and realtime-<run id>.md); one
 JSON line per scenario and server appended to results/realtime.jsonl.
@@ -50,7 +54,7 @@ RT_COLLECTION = "rt_posts"
 RT_RULE = "owner = @request.auth.id || public = true"
 RT_PASSWORD = "rtpass123456"
 RT_COST = 4  # bcrypt cost of the rt users' passwords: 10,000 sign-ins take seconds, not minutes
-SCENARIOS = ("memory", "breakdown", "list", "fanout", "sustain")
+SCENARIOS = ("memory", "breakdown", "list", "fanout", "sustain", "floor")
 SERVERS = ("ferrobase", "pocketbase", "baseline")
 LABEL = {"ferrobase": "ferrobase", "pocketbase": "PocketBase", "baseline": "baseline"}
 log = bench.log
@@ -326,6 +330,23 @@ def sc_sustain(a, srv, row, logdir):
     row.update(r)
 
 
+def sc_floor(a, row, logdir):
+    """The fan-out with no server in it (see floor.c): built here, run once."""
+    exe = os.path.join(a.work, "floor")
+    src = os.path.join(HERE, "realtime", "floor.c")
+    build = subprocess.run(["gcc", "-O2", "-o", exe, src], capture_output=True, text=True)
+    if build.returncode != 0:
+        raise RuntimeError(f"gcc floor.c: {build.stderr.strip()[:300]}")
+    cpu = lambda cpus: str(cpus or "0").split(",")[0].split("-")[0]  # noqa: E731
+    cmd = [exe, str(a.fan_users), str(a.floor_bytes), str(a.fan_writes), cpu(a.server_cpus), cpu(a.wrk_cpus), "300"]
+    with open(os.path.join(logdir, "floor.log"), "w") as err:
+        out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, text=True, timeout=a.tool_max_seconds)
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+    if out.returncode != 0 or not lines:
+        raise RuntimeError(f"floor exited {out.returncode} (see floor.log)")
+    row.update(json.loads(lines[-1]))
+
+
 RUNNERS = {"memory": sc_memory, "list": sc_list, "fanout": sc_fanout, "sustain": sc_sustain}
 
 
@@ -333,10 +354,13 @@ def run_one(a, scn, kind, ctx):
     row = {"ts": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "run_id": ctx["run_id"], "bench": "realtime", "scenario": scn, "server": kind,
            "load_before": loadavg(), **ctx["static"]}
-    if scn == "breakdown":
+    if scn in ("breakdown", "floor"):
         t0 = time.time()
         try:
-            sc_breakdown(a, kind, row, ctx)
+            if scn == "floor":
+                sc_floor(a, row, ctx["logdir"])
+            else:
+                sc_breakdown(a, kind, row, ctx)
         except (RuntimeError, OSError, ValueError) as e:
             row["error"] = f"{type(e).__name__}: {e}"
         row["seconds"] = round(time.time() - t0, 1)
@@ -446,6 +470,18 @@ def render(rows, ctx, a):
         line("  lost (kept-up subscribers) / reordered / disconnected", "sustain",
              lambda r: f"{r['lost_events_kept_up']:,} / {r['out_of_order']:,} / {r['closed_streams']:,}"
              if "delivered" in r else None, "0 / 0 / 0")
+    floor = by.get(("floor", "machine"))
+    if floor:
+        out.append("")
+        if floor.get("status") == "ok":
+            out.append(f"The machine's floor for the fan-out (`floor`, no server: {floor['conns']:,} "
+                       f"{floor['bytes']}-byte chunks written from cpu {a.server_cpus or '-'} to loopback "
+                       f"connections read on cpu {a.wrk_cpus or '-'}, {floor['rounds']} rounds): first write to "
+                       f"last receipt p50 {fmt(floor['p50_ms'], 1)} ms, p99 {fmt(floor['p99_ms'], 1)} ms "
+                       f"(fastest {fmt(floor['min_ms'], 1)} ms); {fmt(floor['us_per_write'], 2)} µs of the "
+                       "writer's time per write.")
+        else:
+            out.append(f"The machine's floor for the fan-out: FAILED ({floor.get('error')})")
     out.append("")
     out.append(f"uptime at start: {ctx['uptime']}")
     out.append("")
@@ -479,6 +515,8 @@ def main():
     ap.add_argument("--users", type=int, default=10000, help="rt users in the template (default 10000)")
     ap.add_argument("--fan-users", type=int, default=10000)
     ap.add_argument("--fan-writes", type=int, default=20)
+    ap.add_argument("--floor-bytes", type=int, default=250,
+                    help="bytes per chunk in `floor` (default 250: the fan-out event as written, chunk framing included)")
     ap.add_argument("--sus-users", type=int, default=1000)
     ap.add_argument("--sus-rate", type=float, default=500)
     ap.add_argument("--sus-seconds", type=float, default=10)
@@ -558,7 +596,7 @@ def main():
     rows = []
     out_jsonl = os.path.join(a.results, "realtime.jsonl")
     for scn in scenarios:
-        for kind in servers:
+        for kind in (["machine"] if scn == "floor" else servers):
             log(f"{scn} on {kind} (load {loadavg()})")
             row = run_one(a, scn, kind, ctx)
             rows.append(row)
