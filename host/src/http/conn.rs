@@ -178,6 +178,41 @@ pub(super) struct Io {
     /// Rewritten head bytes that did not fit the caller's buffer: handed over before the
     /// socket is read again.
     pending: Vec<u8>,
+    /// Go's answer, being written in place of hyper's empty one to a head it could not parse.
+    answer: Option<Answer>,
+}
+
+/// Go's server answers a head it cannot parse with a short text body (`400 Bad Request`, with
+/// `Connection: close`); hyper's automatic answer has an empty body. PocketBase's users see
+/// Go's, so that is what goes out: hyper's bytes are counted as written once Go's are.
+struct Answer {
+    bytes: &'static [u8],
+    written: usize,
+    /// The length of hyper's bytes that this answer stands for.
+    theirs: usize,
+}
+
+const GO_400: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request";
+const GO_414: &[u8] = b"HTTP/1.1 414 URI Too Long\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n414 URI Too Long";
+const GO_431: &[u8] = b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large";
+
+/// Go's answer for `bytes` when they are, whole, hyper's automatic answer to a head it could
+/// not parse: its status line, `connection: close`, `content-length: 0` and `date`, nothing
+/// else. A response of the service always carries more headers (the security headers, a
+/// content type), so it never takes this shape.
+fn go_answer_for(bytes: &[u8]) -> Option<&'static [u8]> {
+    let rest = bytes.strip_prefix(b"HTTP/1.1 ")?;
+    let (answer, line) = [
+        (GO_400, b"400 Bad Request".as_slice()),
+        (GO_414, b"414 URI Too Long"),
+        (GO_431, b"431 Request Header Fields Too Large"),
+    ]
+    .into_iter()
+    .find(|(_, line)| rest.starts_with(line))?;
+    let rest =
+        rest[line.len()..].strip_prefix(b"\r\nconnection: close\r\ncontent-length: 0\r\ndate: ")?;
+    // An HTTP date is 29 bytes ("Sat, 05 Dec 2026 22:06:23 GMT").
+    (rest.len() == 29 + 4 && rest.ends_with(b" GMT\r\n\r\n")).then_some(answer)
 }
 
 impl Io {
@@ -189,7 +224,36 @@ impl Io {
             scan: HeadScan::default(),
             target: TargetFix::default(),
             pending: Vec::new(),
+            answer: None,
         }
+    }
+
+    /// Whether hyper may be answering a head it could not parse: no request is in flight and
+    /// bytes of a head have come since the connection was last idle.
+    fn head_refused_maybe(&self) -> bool {
+        self.track.busy.load(Ordering::Acquire) == 0
+            && self.track.reading_head.load(Ordering::Acquire)
+    }
+
+    /// Write Go's answer in place of hyper's `theirs` bytes; ready with their count once all of
+    /// Go's are out.
+    fn poll_answer(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<usize>> {
+        while let Some(a) = &mut self.answer {
+            if a.written == a.bytes.len() {
+                let theirs = a.theirs;
+                self.answer = None;
+                return Poll::Ready(Ok(theirs));
+            }
+            match Pin::new(&mut self.stream).poll_write(cx, &a.bytes[a.written..]) {
+                Poll::Ready(Ok(0)) => {
+                    return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()));
+                }
+                Poll::Ready(Ok(n)) => a.written += n,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        Poll::Ready(Ok(0))
     }
 
     fn saw(&mut self, bytes: &[u8]) {
@@ -265,7 +329,21 @@ impl AsyncWrite for Io {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+        let this = self.get_mut();
+        if this.answer.is_none()
+            && this.head_refused_maybe()
+            && let Some(bytes) = go_answer_for(buf)
+        {
+            this.answer = Some(Answer {
+                bytes,
+                written: 0,
+                theirs: buf.len(),
+            });
+        }
+        if this.answer.is_some() {
+            return this.poll_answer(cx);
+        }
+        Pin::new(&mut this.stream).poll_write(cx, buf)
     }
 
     fn poll_write_vectored(
@@ -273,7 +351,24 @@ impl AsyncWrite for Io {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        if this.answer.is_none() && this.head_refused_maybe() {
+            // hyper's answer is one buffer: its head, and no body.
+            let mut parts = bufs.iter().filter(|b| !b.is_empty());
+            if let (Some(only), None) = (parts.next(), parts.next())
+                && let Some(bytes) = go_answer_for(only)
+            {
+                this.answer = Some(Answer {
+                    bytes,
+                    written: 0,
+                    theirs: only.len(),
+                });
+            }
+        }
+        if this.answer.is_some() {
+            return this.poll_answer(cx);
+        }
+        Pin::new(&mut this.stream).poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -585,6 +680,50 @@ impl Drop for Leave {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_hypers_automatic_answer_is_replaced_by_gos() {
+        let date = "Sat, 05 Dec 2026 22:06:23 GMT";
+        let hyper = |line: &str| {
+            format!(
+                "HTTP/1.1 {line}\r\nconnection: close\r\ncontent-length: 0\r\ndate: {date}\r\n\r\n"
+            )
+        };
+        assert_eq!(
+            go_answer_for(hyper("400 Bad Request").as_bytes()),
+            Some(GO_400)
+        );
+        assert_eq!(
+            go_answer_for(hyper("414 URI Too Long").as_bytes()),
+            Some(GO_414)
+        );
+        assert_eq!(
+            go_answer_for(hyper("431 Request Header Fields Too Large").as_bytes()),
+            Some(GO_431)
+        );
+        for body in [GO_400, GO_414, GO_431] {
+            let text = std::str::from_utf8(body).unwrap();
+            let (head, body) = text.split_once("\r\n\r\n").unwrap();
+            assert!(head.starts_with(&format!("HTTP/1.1 {body}\r\n")), "{text}");
+        }
+        // Anything else goes out as it is: other statuses, more headers (every response of
+        // the service has them), a body, a cut or longer date.
+        for other in [
+            hyper("404 Not Found"),
+            hyper("400 Bad Request").replace("connection: close\r\n", ""),
+            hyper("400 Bad Request").replace(
+                "content-length: 0\r\n",
+                "content-length: 0\r\nx-frame-options: SAMEORIGIN\r\n",
+            ),
+            hyper("400 Bad Request").replace("content-length: 0", "content-length: 2") + "{}",
+            hyper("400 Bad Request") + "x",
+            hyper("400 Bad Request").replace(" GMT", " GMT "),
+            hyper("400 Bad Request")[..60].to_owned(),
+            hyper("400 Bad Request").replace("HTTP/1.1", "HTTP/1.0"),
+        ] {
+            assert_eq!(go_answer_for(other.as_bytes()), None, "{other:?}");
+        }
+    }
 
     fn scan(chunks: &[&[u8]]) -> HeadScan {
         let mut s = HeadScan::default();

@@ -224,7 +224,13 @@ async fn call<S, R, B>(
 where
     S: Calls<R, B>,
 {
+    if let Some(text) = host_refusal(&req) {
+        return go_refusal(text);
+    }
     req.extensions_mut().insert(Peer(peer));
+    if let Some(uri) = valid_utf8_path(req.uri()) {
+        *req.uri_mut() = uri;
+    }
     let called = std::panic::AssertUnwindSafe(service.call(req));
     match futures_util::FutureExt::catch_unwind(called).await {
         Ok(Ok(r)) => r.map(Either::Left),
@@ -437,6 +443,100 @@ fn percent_decode(s: &str) -> String {
     lossy_utf8(&out)
 }
 
+/// Go's server refuses a request by its `Host` header before any handler sees it: more than
+/// one, a value with a byte outside letters, digits and ``!$%&'()*+,-.:;=[]_~`` (surrounding
+/// whitespace is not part of it), or, from HTTP/1.1 on, none at all. PocketBase therefore
+/// answers them so; the text is Go's status line and body.
+fn host_refusal<R>(req: &Request<R>) -> Option<&'static str> {
+    let mut hosts = req.headers().get_all(hyper::header::HOST).iter();
+    let Some(host) = hosts.next() else {
+        return (req.version() >= hyper::Version::HTTP_11)
+            .then_some("400 Bad Request: missing required Host header");
+    };
+    if hosts.next().is_some() {
+        return Some("400 Bad Request");
+    }
+    let allowed = |b: u8| b.is_ascii_alphanumeric() || b"!$%&'()*+,-.:;=[]_~".contains(&b);
+    (!host.as_bytes().iter().all(|&b| allowed(b)))
+        .then_some("400 Bad Request: malformed Host header")
+}
+
+/// Go's refusal `text` (`400 Bad Request[: why]`) as a response: the status, the reason phrase
+/// and, as a text body, the same words; then the connection closes.
+fn go_refusal<B>(text: &'static str) -> Response<Either<B, Full<Bytes>>> {
+    let mut res = Response::new(Either::Right(Full::new(Bytes::from_static(
+        text.as_bytes(),
+    ))));
+    *res.status_mut() = hyper::StatusCode::BAD_REQUEST;
+    let reason = &text["400 ".len()..];
+    if reason != "Bad Request" {
+        res.extensions_mut()
+            .insert(hyper::ext::ReasonPhrase::from_static(reason.as_bytes()));
+    }
+    let headers = res.headers_mut();
+    headers.insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    headers.insert(
+        hyper::header::CONNECTION,
+        hyper::header::HeaderValue::from_static("close"),
+    );
+    res
+}
+
+/// The request target with each percent-encoded run of bytes that is not UTF-8 re-encoded as its
+/// lossy text (`%FF` -> `%EF%BF%BD`, U+FFFD), or `None` when there is nothing to change. Go keeps
+/// such bytes in a path parameter and finds nothing by them (a collection named `us\xffrs` is
+/// "Missing collection context."), while the router's parameters must be UTF-8 and refused the
+/// whole request with a plain-text 400; as U+FFFD they name nothing either, as in PocketBase.
+/// Runs that are UTF-8 (an encoded `/` included) stay exactly as they came.
+fn valid_utf8_path(uri: &hyper::Uri) -> Option<hyper::Uri> {
+    let path = uri.path();
+    memchr::memchr(b'%', path.as_bytes())?;
+    let b = path.as_bytes();
+    let hex = |i: usize| -> Option<u8> {
+        let h = b.get(i + 1..i + 3)?;
+        u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok()
+    };
+    let mut out: Option<String> = None;
+    let mut i = 0;
+    while i < b.len() {
+        let Some(first) = (b[i] == b'%').then(|| hex(i)).flatten() else {
+            if let Some(o) = &mut out {
+                o.push(char::from(b[i]));
+            }
+            i += 1;
+            continue;
+        };
+        let start = i;
+        let mut run = vec![first];
+        i += 3;
+        while let Some(v) = (b.get(i) == Some(&b'%')).then(|| hex(i)).flatten() {
+            run.push(v);
+            i += 3;
+        }
+        if std::str::from_utf8(&run).is_ok() {
+            if let Some(o) = &mut out {
+                o.push_str(&path[start..i]);
+            }
+            continue;
+        }
+        let o = out.get_or_insert_with(|| path[..start].to_owned());
+        for byte in lossy_utf8(&run).bytes() {
+            o.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    let mut fixed = out?;
+    if let Some(q) = uri.query() {
+        fixed.push('?');
+        fixed.push_str(q);
+    }
+    let mut parts = uri.clone().into_parts();
+    parts.path_and_query = Some(fixed.parse().ok()?);
+    hyper::Uri::from_parts(parts).ok()
+}
+
 /// Text as Go reads bytes that are not all UTF-8: each byte of an invalid sequence becomes one
 /// U+FFFD (no charset sniffing: a leading FF FE is not UTF-16 here).
 pub(crate) fn lossy_utf8(mut b: &[u8]) -> String {
@@ -453,6 +553,42 @@ pub(crate) fn lossy_utf8(mut b: &[u8]) -> String {
                 out.push('\u{fffd}');
                 b = rest.get(1..).unwrap_or_default();
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixed(target: &str) -> Option<String> {
+        valid_utf8_path(&target.parse().unwrap()).map(|u| u.to_string())
+    }
+
+    #[test]
+    fn only_percent_encoded_runs_that_are_not_utf8_are_rewritten() {
+        assert_eq!(fixed("/api/collections/posts/records?filter=%FF"), None);
+        assert_eq!(fixed("/api/collections/p%C3%A9/records"), None);
+        assert_eq!(fixed("/api/files/a%2Fb/c%20d"), None);
+        assert_eq!(
+            fixed("/api/x%zz/%"),
+            None,
+            "not an encoding: left to the router"
+        );
+        assert_eq!(
+            fixed("/api/collections/us%FFrs/records?page=1"),
+            Some("/api/collections/us%EF%BF%BDrs/records?page=1".into())
+        );
+        // A run is judged whole: an encoded `/` inside it stays encoded, each bad byte is one
+        // U+FFFD, and the good runs around it are kept as they came.
+        assert_eq!(
+            fixed("/a%c3%a9/b%2F%FF%C3/c%41"),
+            Some("/a%c3%a9/b%2F%EF%BF%BD%EF%BF%BD/c%41".into())
+        );
+        for target in ["/%80", "/x/%ff%fe%fd", "/%E2%82", "/%F0%9F%98%80%F0"] {
+            let out = fixed(target).unwrap();
+            let decoded = percent_decode(out.trim_start_matches('/'));
+            assert!(decoded.contains('\u{fffd}'), "{target} -> {out}");
         }
     }
 }

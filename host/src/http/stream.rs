@@ -219,7 +219,11 @@ where
 {
     let (parts, mut body) = response.into_parts();
     let framing = framing(parts.status, &parts.headers, &body);
-    let head = head(parts.status, &parts.headers, framing, close);
+    let reason = parts
+        .extensions
+        .get::<hyper::ext::ReasonPhrase>()
+        .map(|r| r.as_bytes());
+    let head = head(parts.status, reason, &parts.headers, framing, close);
     stream.write_all(&head).await.ok()?;
     drop(head);
     if framing == Framing::None {
@@ -309,15 +313,24 @@ fn framing<B: Body>(status: StatusCode, headers: &HeaderMap, body: &B) -> Framin
     }
 }
 
-/// The response head as hyper writes it: `HTTP/1.1`, the status and its reason, the headers
+/// The response head as hyper writes it: `HTTP/1.1`, the status and its reason (the response's
+/// own when it carries one), the headers
 /// (lowercase names), `connection: close` when the request asked for it, the framing header
 /// hyper would add, then `date` when the response has none.
-fn head(status: StatusCode, headers: &HeaderMap, framing: Framing, close: bool) -> Vec<u8> {
+fn head(
+    status: StatusCode,
+    reason: Option<&[u8]>,
+    headers: &HeaderMap,
+    framing: Framing,
+    close: bool,
+) -> Vec<u8> {
     let mut out = Vec::with_capacity(256);
     out.extend_from_slice(b"HTTP/1.1 ");
     out.extend_from_slice(status.as_str().as_bytes());
     out.push(b' ');
-    out.extend_from_slice(status.canonical_reason().unwrap_or("<none>").as_bytes());
+    out.extend_from_slice(
+        reason.unwrap_or_else(|| status.canonical_reason().unwrap_or("<none>").as_bytes()),
+    );
     out.extend_from_slice(b"\r\n");
     for (name, value) in headers {
         let framing_header = name == header::TRANSFER_ENCODING
@@ -458,7 +471,7 @@ mod tests {
             header::DATE,
             HeaderValue::from_static("Sat, 05 Dec 2026 16:00:00 GMT"),
         );
-        let out = head(StatusCode::OK, &h, Framing::Chunked, false);
+        let out = head(StatusCode::OK, None, &h, Framing::Chunked, false);
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
@@ -466,6 +479,7 @@ mod tests {
         );
         let out = head(
             StatusCode::TOO_MANY_REQUESTS,
+            None,
             &h,
             Framing::Sized(Some(12)),
             true,
@@ -480,8 +494,26 @@ mod tests {
         assert!(!text.contains("transfer-encoding"), "{text}");
         let mut sized = HeaderMap::new();
         sized.insert(header::CONTENT_LENGTH, HeaderValue::from_static("3"));
-        let text =
-            String::from_utf8(head(StatusCode::OK, &sized, Framing::Sized(None), false)).unwrap();
+        let text = String::from_utf8(head(
+            StatusCode::OK,
+            None,
+            &sized,
+            Framing::Sized(None),
+            false,
+        ))
+        .unwrap();
+        assert!(
+            String::from_utf8(head(
+                StatusCode::BAD_REQUEST,
+                Some(b"Bad Request: malformed Host header"),
+                &sized,
+                Framing::Sized(None),
+                true
+            ))
+            .unwrap()
+            .starts_with("HTTP/1.1 400 Bad Request: malformed Host header\r\n"),
+            "a reason of the response's own"
+        );
         assert_eq!(text.matches("content-length").count(), 1, "{text}");
         assert!(text.contains("\r\ndate: "), "{text}");
     }

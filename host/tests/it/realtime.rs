@@ -882,9 +882,14 @@ impl Raw {
     }
 
     /// Whether the server closed the connection (read gives 0 bytes).
+    /// The server closed the connection: an end, or a reset (a close with bytes of ours still
+    /// unread on its side, such as a request sent just as it closed).
     fn at_end(&mut self) -> bool {
         let mut b = [0u8; 1];
-        matches!(self.0.read(&mut b), Ok(0))
+        match self.0.read(&mut b) {
+            Ok(n) => n == 0,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        }
     }
 }
 

@@ -455,6 +455,113 @@ fn content_length_with_transfer_encoding_is_refused() {
     assert_eq!(exchange(&s.addr, &plain).status, 200);
 }
 
+/// Go's refusal of a request it cannot serve: `<status> <reason>` as the status line and as a
+/// text body, then the close. (Go writes its header names capitalized, hyper in lowercase, and
+/// adds a length and a date: the names are compared without case.)
+fn is_gos_text_refusal(r: &Raw) -> bool {
+    let mut lines = r.head.lines();
+    let status_line = lines.next().unwrap_or("");
+    let headers: Vec<String> = lines.map(str::to_ascii_lowercase).collect();
+    let has = |h: &str| headers.iter().any(|x| x == h);
+    r.status >= 400
+        && has("content-type: text/plain; charset=utf-8")
+        && has("connection: close")
+        && status_line.split_once(' ').map(|(_, rest)| rest)
+            == Some(&*String::from_utf8_lossy(&r.body))
+}
+
+/// A head the HTTP layer refuses is answered as Go's server answers it (PocketBase's users see
+/// that), never with an empty body: each byte 0x00-0xFF in a query, compared byte for byte with
+/// the reference, then generated heads with one byte changed somewhere in their request line
+/// or a header line. Go names some errors in more detail (`400 Bad Request: missing required
+/// Host header`), and answers an unknown HTTP version with 505: those keep hyper's status and
+/// Go's plain text.
+#[test]
+fn refused_heads_are_answered_as_go_answers_them_never_with_an_empty_body() {
+    let ours = Server::start();
+    let reference = crate::common::reference_bin().map(|b| Server::start_bin(b.to_str().unwrap()));
+    let mut cases: Vec<Vec<u8>> = (0..=255u8)
+        .map(|b| {
+            let mut head = b"GET /api/health?a=x".to_vec();
+            head.extend_from_slice(&[b]);
+            head.extend_from_slice(b"y HTTP/1.1\r\nHost: x\r\n\r\n");
+            head
+        })
+        .collect();
+    let sweep = cases.len();
+    let mut r = Rng::new(env_num("HEADS_SEED").unwrap_or(0x4ead));
+    let base =
+        b"GET /api/collections/users/records?page=1 HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n\r\n";
+    let head_end = base.len() - 4;
+    for _ in 0..env_num("HEADS_CASES").unwrap_or(300) {
+        let mut head = base.to_vec();
+        let at = r.below(head_end);
+        let byte = *r.pick(&[
+            0u8, 1, 9, b' ', b'\r', b'\n', b':', b'@', b'"', 0x7f, 0x80, 0xff,
+        ]);
+        match r.below(3) {
+            0 => head[at] = byte,
+            1 => head.insert(at, byte),
+            _ => {
+                head.remove(at);
+            }
+        }
+        cases.push(head);
+    }
+    let (mut refused, mut compared) = (0, 0);
+    for (i, case) in cases.iter().enumerate() {
+        let got = exchange(&ours.addr, case);
+        let shown = String::from_utf8_lossy(case);
+        // The service's answers all carry the security headers; the HTTP layer's do not.
+        let from_http_layer = !got
+            .head
+            .to_ascii_lowercase()
+            .contains("x-content-type-options");
+        if got.status >= 400 && from_http_layer {
+            refused += 1;
+            assert!(
+                is_gos_text_refusal(&got),
+                "{shown:?}: answered {}\n{}\n{:?}",
+                got.status,
+                got.head,
+                String::from_utf8_lossy(&got.body)
+            );
+        }
+        let Some(rs) = &reference else { continue };
+        let want = exchange(&rs.addr, case);
+        if i < sweep {
+            compared += 1;
+            assert_eq!(got.status, want.status, "{shown:?}");
+            if is_gos_text_refusal(&want) {
+                assert_eq!(
+                    (&got.head, &got.body),
+                    (&want.head, &want.body),
+                    "{shown:?}"
+                );
+            }
+        } else if got.status != want.status {
+            println!(
+                "  status {} (reference {}) for {shown:?}",
+                got.status, want.status
+            );
+        } else if is_gos_text_refusal(&want) && got.status == want.status {
+            compared += 1;
+            // The same refusal, in Go's words (Go may add the error's detail).
+            let ours_text = String::from_utf8_lossy(&got.body).into_owned();
+            assert!(
+                String::from_utf8_lossy(&want.body).starts_with(&ours_text),
+                "{shown:?}: reference {:?}, ferrobase {ours_text:?}",
+                String::from_utf8_lossy(&want.body)
+            );
+        }
+    }
+    println!(
+        "heads: {} cases, {refused} refused by the HTTP layer, {compared} compared with the reference",
+        cases.len()
+    );
+    assert!(refused >= 34 + 20, "the generator must reach the refusals");
+}
+
 // ---------------------------------------------------------------------------------------------
 // tokens
 // ---------------------------------------------------------------------------------------------
