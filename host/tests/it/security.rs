@@ -562,6 +562,57 @@ fn refused_heads_are_answered_as_go_answers_them_never_with_an_empty_body() {
     assert!(refused >= 34 + 20, "the generator must reach the refusals");
 }
 
+/// Bytes that are not UTF-8 in a path's names (raw or percent-encoded) name nothing, as in
+/// PocketBase: the same status and JSON body as the reference for each byte 0x80-0xFF in a
+/// collection, a record id, a file name and a log id.
+#[test]
+fn bytes_that_are_not_utf8_in_a_path_name_nothing_as_in_pocketbase() {
+    let Some(bin) = crate::common::reference_bin() else {
+        return;
+    };
+    let ours = Server::start();
+    let reference = Server::start_bin(bin.to_str().unwrap());
+    let (our_su, ref_su) = (ours.su_token(), reference.su_token());
+    let shapes = [
+        "/api/collections/us{}rs/records",
+        "/api/collections/users/records/a{}b",
+        "/api/files/users/a{}b/c.png",
+        "/api/logs/{}",
+    ];
+    let mut compared = 0;
+    for b in 0x80..=0xffu8 {
+        let shape = shapes[usize::from(b) % shapes.len()];
+        for raw in [false, true] {
+            let mut target = Vec::new();
+            let (before, after) = shape.split_once("{}").unwrap();
+            target.extend_from_slice(before.as_bytes());
+            if raw {
+                target.push(b);
+            } else {
+                target.extend_from_slice(format!("%{b:02X}").as_bytes());
+            }
+            target.extend_from_slice(after.as_bytes());
+            let ask = |addr: &str, su: &str| {
+                let mut req = b"GET ".to_vec();
+                req.extend_from_slice(&target);
+                req.extend_from_slice(
+                    format!(
+                        " HTTP/1.1\r\nHost: x\r\nAuthorization: {su}\r\nConnection: close\r\n\r\n"
+                    )
+                    .as_bytes(),
+                );
+                exchange(addr, &req)
+            };
+            let (got, want) = (ask(&ours.addr, &our_su), ask(&reference.addr, &ref_su));
+            let shown = String::from_utf8_lossy(&target).into_owned();
+            assert_eq!(got.status, want.status, "{shown}: {}", got.head);
+            assert_eq!(got.json(), want.json(), "{shown}");
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, 256);
+}
+
 // ---------------------------------------------------------------------------------------------
 // tokens
 // ---------------------------------------------------------------------------------------------
