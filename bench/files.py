@@ -7,6 +7,10 @@ Scenarios (each server on a fresh data dir, pinned to --server-cpus; wrk on --wr
   thumb_cached  GET ?thumb=100x100 of a 640x480 PNG, the thumb made once  (wrk, lua/get.lua)
   rss_20x20     20 clients upload 20 MiB each at once: the server's peak RSS (sampled every 20 ms),
                 on a server process of its own
+  floor         no real server: bench/files_floor.c (built with gcc) answers every GET with the
+                same file, read and written (`rw`) or sent with sendfile(2), pinned like the
+                servers, under the same wrk runs as download_1m and download_16k: the most
+                this machine gives a server of either kind. Run once per rep, shown under the table
 
 Run through bench/files.sh (it builds ferrobase; the reference and wrk come from bench/run.sh).
 Stdlib only; every URL is on 127.0.0.1; every load run is bounded by --duration.
@@ -30,7 +34,7 @@ import common  # noqa: E402
 
 SU = ("bench@example.com", "bench-pass-123")
 MIB = 1 << 20
-SCENARIOS = ("upload_1m", "download_1m", "download_16k", "thumb_cached", "rss_20x20")
+SCENARIOS = ("upload_1m", "download_1m", "download_16k", "thumb_cached", "rss_20x20", "floor")
 
 
 def png(width, height):
@@ -238,6 +242,33 @@ def run(a, kind):
     return row
 
 
+def run_floor(a):
+    """The floor server in both ways, under download_1m's and download_16k's wrk runs."""
+    os.makedirs(a.work, exist_ok=True)
+    exe = os.path.join(a.work, "files_floor")
+    build = subprocess.run(["gcc", "-O2", "-o", exe, os.path.join(HERE, "files_floor.c")],
+                           capture_output=True, text=True)
+    if build.returncode != 0:
+        raise RuntimeError(f"gcc files_floor.c: {build.stderr[-300:]}")
+    row = {"server": "floor"}
+    for size, scn in ((MIB, "download_1m"), (16 << 10, "download_16k")):
+        path = os.path.join(a.work, f"floor-{size}.bin")
+        with open(path, "wb") as f:
+            f.write(os.urandom(size))
+        for mode in ("rw", "sendfile"):
+            port = common.free_port()
+            cmd = [exe, path, str(port), mode]
+            if a.server_cpus:
+                cmd = ["taskset", "-c", a.server_cpus] + cmd
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                common.wait_healthy(f"http://127.0.0.1:{port}", proc)
+                row[f"{scn}_{mode}"] = wrk(a, "get.lua", f"http://127.0.0.1:{port}/file", a.conns, pid=proc.pid)
+            finally:
+                common.stop(proc)
+    return row
+
+
 def render(rows, a):
     by = {}
     for r in rows:
@@ -273,6 +304,16 @@ def render(rows, a):
         if a.baseline:
             line += f" {cell(med('baseline', 'rss_20x20', 'rss_peak_kb'))} | |"
         lines.append(line)
+    if "floor" in a.only and by.get("floor"):
+        lines += ["", "The machine's floor (`bench/files_floor.c`: every GET answered with the same file and "
+                  "nothing else, pinned like the servers, the same wrk runs), median over reps:", "",
+                  "| scenario | read and write (`rw`) | sendfile |", "|---|---|---|"]
+        for scn in ("download_1m", "download_16k"):
+            def fl(mode):
+                v = med("floor", f"{scn}_{mode}", "rps")
+                cpu = med("floor", f"{scn}_{mode}", "cpu_ms_per_req")
+                return "-" if v is None else f"{v:,.0f} req/s ({cpu:.2f} ms CPU/req)"
+            lines.append(f"| {scn} | {fl('rw')} | {fl('sendfile')} |")
     lines += ["", "Errors (non-2xx or socket) per run:", ""]
     for r in rows:
         errs = {k: (v.get("non2xx", 0), v.get("socket_errors", 0)) for k, v in r.items() if isinstance(v, dict) and "rps" in v}
@@ -306,6 +347,9 @@ def main():
         for kind in a.servers.split(","):  # alternating, so drift hits both
             print(f"[files] rep {rep + 1}/{a.reps} {kind}", file=sys.stderr)
             rows.append(run(a, kind))
+        if "floor" in a.only:
+            print(f"[files] rep {rep + 1}/{a.reps} floor", file=sys.stderr)
+            rows.append(run_floor(a))
     md = render(rows, a)
     print(md)
     out = os.path.join(HERE, "results", f"files-{a.run_id}.md")
