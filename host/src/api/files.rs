@@ -267,7 +267,14 @@ fn respond(opened: Opened, name: &str, download: bool, req: &HeaderMap) -> ApiRe
         }
         (None, Content::Whole(bytes)) => Body::from(slice(&bytes, plan.start, plan.len)),
         (None, Content::Open(file)) => {
-            Body::from_stream(stream(std::sync::Arc::new(file), plan.start, plan.len))
+            // The HTTP layer sends the region with sendfile where it can, else this stream.
+            let file = std::sync::Arc::new(file);
+            let region =
+                crate::http::SendFile::new(std::sync::Arc::clone(&file), plan.start, plan.len);
+            let body = Body::from_stream(stream(file, plan.start, plan.len));
+            let mut res = (plan.status, plan.headers, body).into_response();
+            res.extensions_mut().insert(region);
+            return Ok(res);
         }
     };
     Ok((plan.status, plan.headers, body).into_response())

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Notify;
 
+use super::send_file::{self, SendFile};
+
 /// Milliseconds since the first call: a clock the phase timestamps share.
 fn now_ms() -> u64 {
     static BASE: OnceLock<Instant> = OnceLock::new();
@@ -46,6 +48,8 @@ pub(super) struct Track {
     evicted: AtomicBool,
     /// Wakes the watcher when the registry evicts the connection.
     wake: Notify,
+    /// File regions whose placeholders hyper will write, in order.
+    sends: send_file::Queue,
 }
 
 impl Track {
@@ -135,18 +139,37 @@ impl Drop for Busy {
 
 /// A response body that keeps its request's [`Busy`] until hyper has sent it in full (or the
 /// connection went away).
+///
+/// With a file region, the body is the region's placeholders instead of `inner` (which is
+/// never polled): the region joins the connection's queue when the first is asked for, and the
+/// writer sends the file where they are written.
 pub(super) struct Tracked<B> {
     inner: B,
-    _busy: Busy,
+    busy: Busy,
+    /// The region, and whether it joined the connection's queue yet.
+    file: Option<(SendFile, bool)>,
+    /// Placeholder bytes handed to hyper.
+    sent: u64,
 }
 
 impl<B> Tracked<B> {
     pub(super) fn new(inner: B, busy: Busy) -> Self {
-        Self { inner, _busy: busy }
+        Self {
+            inner,
+            busy,
+            file: None,
+            sent: 0,
+        }
+    }
+
+    /// The body is `file`'s region (a `GET`'s body, `file` from its response's extensions).
+    pub(super) fn sending(mut self, file: Option<SendFile>) -> Self {
+        self.file = file.filter(|f| f.len() > 0).map(|f| (f, false));
+        self
     }
 }
 
-impl<B: hyper::body::Body + Unpin> hyper::body::Body for Tracked<B> {
+impl<B: hyper::body::Body<Data = bytes::Bytes> + Unpin> hyper::body::Body for Tracked<B> {
     type Data = B::Data;
     type Error = B::Error;
 
@@ -154,15 +177,35 @@ impl<B: hyper::body::Body + Unpin> hyper::body::Body for Tracked<B> {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
-        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+        let this = self.get_mut();
+        if let Some((file, queued)) = &mut this.file {
+            if !*queued {
+                this.busy.0.sends.push(file.clone());
+                *queued = true;
+            }
+            let left = file.len() - this.sent;
+            if left == 0 {
+                return Poll::Ready(None);
+            }
+            let chunk = send_file::placeholder(left);
+            this.sent += chunk.len() as u64;
+            return Poll::Ready(Some(Ok(hyper::body::Frame::data(chunk))));
+        }
+        Pin::new(&mut this.inner).poll_frame(cx)
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        match &self.file {
+            Some((file, _)) => self.sent == file.len(),
+            None => self.inner.is_end_stream(),
+        }
     }
 
     fn size_hint(&self) -> hyper::body::SizeHint {
-        self.inner.size_hint()
+        match &self.file {
+            Some((file, _)) => hyper::body::SizeHint::with_exact(file.len() - self.sent),
+            None => self.inner.size_hint(),
+        }
     }
 }
 
@@ -180,6 +223,8 @@ pub(super) struct Io {
     pending: Vec<u8>,
     /// Go's answer, being written in place of hyper's empty one to a head it could not parse.
     answer: Option<Answer>,
+    /// Sends files where their placeholders are written.
+    sender: send_file::Sender,
 }
 
 /// Go's server answers a head it cannot parse with a short text body (`400 Bad Request`, with
@@ -194,6 +239,7 @@ struct Answer {
 
 const GO_400: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request";
 const GO_414: &[u8] = b"HTTP/1.1 414 URI Too Long\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n414 URI Too Long";
+const GO_505: &[u8] = b"HTTP/1.1 505 HTTP Version Not Supported: unsupported protocol version\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n505 HTTP Version Not Supported: unsupported protocol version";
 const GO_431: &[u8] = b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large";
 
 /// Go's answer for `bytes` when they are, whole, hyper's automatic answer to a head it could
@@ -225,6 +271,7 @@ impl Io {
             target: TargetFix::default(),
             pending: Vec::new(),
             answer: None,
+            sender: send_file::Sender::default(),
         }
     }
 
@@ -233,6 +280,23 @@ impl Io {
     fn head_refused_maybe(&self) -> bool {
         self.track.busy.load(Ordering::Acquire) == 0
             && self.track.reading_head.load(Ordering::Acquire)
+    }
+
+    /// Go's answer in place of `bytes`, when they are hyper's automatic one; an unknown HTTP
+    /// version, which hyper refuses like any bad head, is Go's 505.
+    fn go_answer_for(&self, bytes: &[u8]) -> Option<&'static [u8]> {
+        let answer = go_answer_for(bytes)?;
+        Some(if answer == GO_400 && self.scan.unsupported_version {
+            GO_505
+        } else {
+            answer
+        })
+    }
+
+    /// Send up to `n` bytes of the file whose placeholder is being written.
+    fn poll_send_file(&mut self, cx: &mut Context<'_>, n: usize) -> Poll<std::io::Result<usize>> {
+        self.sender
+            .poll_send(cx, &self.stream, &self.track.sends, n)
     }
 
     /// Write Go's answer in place of hyper's `theirs` bytes; ready with their count once all of
@@ -330,9 +394,12 @@ impl AsyncWrite for Io {
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
+        if send_file::is_placeholder(buf) {
+            return this.poll_send_file(cx, buf.len());
+        }
         if this.answer.is_none()
             && this.head_refused_maybe()
-            && let Some(bytes) = go_answer_for(buf)
+            && let Some(bytes) = this.go_answer_for(buf)
         {
             this.answer = Some(Answer {
                 bytes,
@@ -352,11 +419,18 @@ impl AsyncWrite for Io {
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
+        // A file's placeholder: what comes before it goes first, then the file in its place.
+        if let Some(i) = bufs.iter().position(|b| send_file::is_placeholder(b)) {
+            if bufs[..i].iter().any(|b| !b.is_empty()) {
+                return send_file::poll_send_before(cx, &this.stream, &bufs[..i]);
+            }
+            return this.poll_send_file(cx, bufs[i].len());
+        }
         if this.answer.is_none() && this.head_refused_maybe() {
             // hyper's answer is one buffer: its head, and no body.
             let mut parts = bufs.iter().filter(|b| !b.is_empty());
             if let (Some(only), None) = (parts.next(), parts.next())
-                && let Some(bytes) = go_answer_for(only)
+                && let Some(bytes) = this.go_answer_for(only)
             {
                 this.answer = Some(Answer {
                     bytes,
@@ -478,6 +552,13 @@ struct HeadScan {
     line_len: usize,
     content_length: bool,
     transfer_encoding: bool,
+    /// Past the request line.
+    past_first: bool,
+    /// The request line's last bytes (its version), right-aligned.
+    version: [u8; 9],
+    /// The request line names `HTTP/d.d` with a major version other than 1, which Go's
+    /// server answers with 505 (hyper with 400, as for any head it cannot parse).
+    unsupported_version: bool,
 }
 
 impl HeadScan {
@@ -507,12 +588,28 @@ impl HeadScan {
         }
         self.start_len += take;
         self.line_len += part.iter().filter(|&&b| b != b'\r').count();
+        if !self.past_first {
+            let part = part.strip_suffix(b"\r").unwrap_or(part);
+            let n = part.len().min(self.version.len());
+            self.version.copy_within(n.., 0);
+            let keep = self.version.len() - n;
+            self.version[keep..].copy_from_slice(&part[part.len() - n..]);
+        }
     }
 
     fn end_line(&mut self) {
         if self.line_len == 0 {
             self.done = true;
             return;
+        }
+        if !self.past_first {
+            self.past_first = true;
+            let v = &self.version;
+            self.unsupported_version = v.starts_with(b" HTTP/")
+                && v[6].is_ascii_digit()
+                && v[7] == b'.'
+                && v[8].is_ascii_digit()
+                && v[6] != b'1';
         }
         let start = &self.start[..self.start_len];
         if start.starts_with(b"content-length:") {
@@ -638,6 +735,7 @@ impl Registry {
             framing: AtomicU8::new(FRAMING_PLAIN),
             evicted: AtomicBool::new(false),
             wake: Notify::new(),
+            sends: send_file::Queue::default(),
         });
         self.lock().insert(id, Arc::clone(&t));
         t
@@ -701,7 +799,7 @@ mod tests {
             go_answer_for(hyper("431 Request Header Fields Too Large").as_bytes()),
             Some(GO_431)
         );
-        for body in [GO_400, GO_414, GO_431] {
+        for body in [GO_400, GO_414, GO_431, GO_505] {
             let text = std::str::from_utf8(body).unwrap();
             let (head, body) = text.split_once("\r\n\r\n").unwrap();
             assert!(head.starts_with(&format!("HTTP/1.1 {body}\r\n")), "{text}");
@@ -742,6 +840,28 @@ mod tests {
                 s.done && s.content_length && s.transfer_encoding,
                 "cut at {cut}"
             );
+        }
+    }
+
+    #[test]
+    fn an_unknown_major_version_is_seen_wherever_the_line_is_cut() {
+        for (line, unknown) in [
+            ("GET / HTTP/9.9", true),
+            ("GET /a?b=c HTTP/2.0", true),
+            ("GET / HTTP/0.9", true),
+            ("GET / HTTP/1.1", false),
+            ("GET / HTTP/1.5", false),
+            ("GET / HTTP/10.0", false),
+            ("GET / HTTP/2", false),
+            ("GET /HTTP/9.9 HTTP/1.1", false),
+            ("GET / XTTP/9.9", false),
+            ("HTTP/9.9", false),
+        ] {
+            let head = format!("{line}\r\nHost: a\r\nX: HTTP/9.9\r\n\r\n");
+            for cut in 0..head.len() {
+                let s = scan(&[&head.as_bytes()[..cut], &head.as_bytes()[cut..]]);
+                assert_eq!(s.unsupported_version, unknown, "{line:?} cut at {cut}");
+            }
         }
     }
 

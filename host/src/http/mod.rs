@@ -14,7 +14,10 @@
 //! connection when the cap is reached; a busy connection is never cut.
 
 mod conn;
+mod send_file;
 mod stream;
+
+pub(crate) use send_file::SendFile;
 
 use bytes::Bytes;
 use conn::{Framing, Registry, Track};
@@ -131,6 +134,9 @@ where
         builder.max_headers(limits.max_headers);
     }
     builder
+        // Body chunks are queued and written as they are, never copied into one buffer: a
+        // file's placeholders must reach the writer as themselves (see send_file.rs).
+        .writev(true)
         .max_header_size(limits.max_header_bytes)
         .max_buf_size(limits.max_header_bytes.max(8192).max(64 << 10))
         // Timed by the connection's own watcher (see conn.rs): hyper's timer would also run
@@ -350,8 +356,14 @@ where
                 );
                 return Ok::<_, Infallible>(res.map(|b| conn::Tracked::new(b, busy)));
             }
-            let res = call(inner, req, peer).await;
-            Ok(res.map(|b| conn::Tracked::new(b, busy)))
+            let get = req.method() == hyper::Method::GET;
+            let mut res = call(inner, req, peer).await;
+            // A file's region goes out with sendfile when the kernel allows it.
+            let file = res
+                .extensions_mut()
+                .remove::<SendFile>()
+                .filter(|_| get && send_file::available());
+            Ok(res.map(|b| conn::Tracked::new(b, busy).sending(file)))
         }
     });
     let conn = builder.serve_connection(io, svc);
