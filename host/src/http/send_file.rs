@@ -114,12 +114,14 @@ impl Sender {
             // Sending the placeholder's zeros would corrupt the body: end the connection.
             return Poll::Ready(Err(io::Error::other("a file's placeholder with no file")));
         };
-        let n = usize::try_from(region.left).unwrap_or(usize::MAX).min(want);
-        if n == 0 {
+        // A body's placeholders add up to its region exactly: anything else is a bug, and
+        // would send the next region's bytes in this one's place.
+        if want == 0 || want as u64 > region.left {
             return Poll::Ready(Err(io::Error::other(
                 "a placeholder past its file's region",
             )));
         }
+        let n = want;
         loop {
             if let Some(read) = self.warming.as_mut() {
                 let done = ready!(Pin::new(read).poll(cx));
@@ -341,8 +343,12 @@ mod tests {
                 left -= step as u64;
             }
         }
-        // Nothing queued: a placeholder is refused, never sent as zeros.
+        // Nothing queued: a placeholder is refused, never sent as zeros; nor is one longer
+        // than what is left of its region.
         let err = std::future::poll_fn(|cx| sender.poll_send(cx, &stream, &queue, 10)).await;
+        assert!(err.is_err());
+        queue.push(SendFile::new(Arc::clone(&file), 0, 5));
+        let err = std::future::poll_fn(|cx| sender.poll_send(cx, &stream, &queue, 6)).await;
         assert!(err.is_err());
         drop(stream);
         let got = reader.await.unwrap();
