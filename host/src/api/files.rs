@@ -255,6 +255,7 @@ fn respond(opened: Opened, name: &str, download: bool, req: &HeaderMap) -> ApiRe
         Ok(plan) => plan,
         Err(answer) => return Ok(*answer),
     };
+    let mut region = None;
     let body = match (plan.parts, content) {
         (Some(parts), Content::Whole(bytes)) => Body::from_stream(parts.stream(move |a, n| {
             futures_util::stream::once(std::future::ready(Ok(slice(&bytes, a, n)))).boxed()
@@ -269,15 +270,19 @@ fn respond(opened: Opened, name: &str, download: bool, req: &HeaderMap) -> ApiRe
         (None, Content::Open(file)) => {
             // The HTTP layer sends the region with sendfile where it can, else this stream.
             let file = std::sync::Arc::new(file);
-            let region =
-                crate::http::SendFile::new(std::sync::Arc::clone(&file), plan.start, plan.len);
-            let body = Body::from_stream(stream(file, plan.start, plan.len));
-            let mut res = (plan.status, plan.headers, body).into_response();
-            res.extensions_mut().insert(region);
-            return Ok(res);
+            region = Some(crate::http::SendFile::new(
+                std::sync::Arc::clone(&file),
+                plan.start,
+                plan.len,
+            ));
+            Body::from_stream(stream(file, plan.start, plan.len))
         }
     };
-    Ok((plan.status, plan.headers, body).into_response())
+    let mut res = (plan.status, plan.headers, body).into_response();
+    if let Some(region) = region {
+        res.extensions_mut().insert(region);
+    }
+    Ok(res)
 }
 
 /// `n` bytes of `bytes` from `a`, within it.

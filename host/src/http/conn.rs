@@ -282,15 +282,23 @@ impl Io {
             && self.track.reading_head.load(Ordering::Acquire)
     }
 
-    /// Go's answer in place of `bytes`, when they are hyper's automatic one; an unknown HTTP
-    /// version, which hyper refuses like any bad head, is Go's 505.
-    fn go_answer_for(&self, bytes: &[u8]) -> Option<&'static [u8]> {
-        let answer = go_answer_for(bytes)?;
-        Some(if answer == GO_400 && self.scan.unsupported_version {
+    /// When `theirs` are hyper's automatic answer to a head it could not parse, Go's answer is
+    /// written in their place (`poll_answer`); an unknown HTTP version, which hyper refuses like
+    /// any bad head, is Go's 505.
+    fn catch_answer(&mut self, theirs: &[u8]) {
+        let Some(answer) = go_answer_for(theirs) else {
+            return;
+        };
+        let bytes = if answer == GO_400 && self.scan.unsupported_version {
             GO_505
         } else {
             answer
-        })
+        };
+        self.answer = Some(Answer {
+            bytes,
+            written: 0,
+            theirs: theirs.len(),
+        });
     }
 
     /// Send up to `n` bytes of the file whose placeholder is being written.
@@ -397,15 +405,8 @@ impl AsyncWrite for Io {
         if send_file::is_placeholder(buf) {
             return this.poll_send_file(cx, buf.len());
         }
-        if this.answer.is_none()
-            && this.head_refused_maybe()
-            && let Some(bytes) = this.go_answer_for(buf)
-        {
-            this.answer = Some(Answer {
-                bytes,
-                written: 0,
-                theirs: buf.len(),
-            });
+        if this.answer.is_none() && this.head_refused_maybe() {
+            this.catch_answer(buf);
         }
         if this.answer.is_some() {
             return this.poll_answer(cx);
@@ -429,14 +430,8 @@ impl AsyncWrite for Io {
         if this.answer.is_none() && this.head_refused_maybe() {
             // hyper's answer is one buffer: its head, and no body.
             let mut parts = bufs.iter().filter(|b| !b.is_empty());
-            if let (Some(only), None) = (parts.next(), parts.next())
-                && let Some(bytes) = this.go_answer_for(only)
-            {
-                this.answer = Some(Answer {
-                    bytes,
-                    written: 0,
-                    theirs: only.len(),
-                });
+            if let (Some(only), None) = (parts.next(), parts.next()) {
+                this.catch_answer(only);
             }
         }
         if this.answer.is_some() {
