@@ -6,7 +6,7 @@
 use super::error::{ApiError, ApiResult};
 use super::{Shared, query_map};
 use crate::auth::token;
-use crate::files::{Bucket, Remembered, Storage, Thumb};
+use crate::files::{Bucket, Remembered, Storage, StoredTypes, Thumb, TypeKey};
 use crate::records::{self, Access, Action, Gate, read};
 use crate::schema::FieldType;
 use crate::schema::value::{self, from_stored};
@@ -167,7 +167,10 @@ pub(crate) async fn download(
         .file_path(&c.id, &id, &name)
         .ok_or_else(ApiError::not_found)?;
     match files.thumb(&c.id, &id, &name, thumb, &thumbs).await {
-        None => serve(path, &name, download, &head.headers).await,
+        None => {
+            let opened = open(path, files.stored_types()).await?;
+            respond(opened, &name, download, &head.headers)
+        }
         Some(Thumb::Remembered(r, served)) => {
             let opened = Opened {
                 size: r.bytes.len() as u64,
@@ -178,7 +181,7 @@ pub(crate) async fn download(
             respond(opened, &served, download, &head.headers)
         }
         Some(Thumb::OnDisk(path, served)) => {
-            let opened = open(path.clone()).await?;
+            let opened = open(path.clone(), files.stored_types()).await?;
             if let Content::Whole(bytes) = &opened.content {
                 files.remember_thumb(
                     path,
@@ -227,17 +230,18 @@ pub(crate) async fn serve(
     download: bool,
     req: &HeaderMap,
 ) -> ApiResult<Response> {
-    respond(open(path).await?, name, download, req)
+    // Rare (backups): no memo of types kept.
+    respond(open(path, Arc::default()).await?, name, download, req)
 }
 
 /// Open the file, read its size, date and sidecar type and, for a small file (thumbs,
 /// avatars), its bytes too: on the worker when the kernel's caches hold all of it, else in one
 /// trip to the blocking pool.
-async fn open(path: std::path::PathBuf) -> ApiResult<Opened> {
-    if let Some(opened) = open_for_serving(&path, false) {
+async fn open(path: std::path::PathBuf, types: Arc<StoredTypes>) -> ApiResult<Opened> {
+    if let Some(opened) = open_for_serving(&path, &types, false) {
         return opened.map_err(|_| ApiError::not_found());
     }
-    match tokio::task::spawn_blocking(move || open_for_serving(&path, true)).await {
+    match tokio::task::spawn_blocking(move || open_for_serving(&path, &types, true)).await {
         Ok(Some(Ok(opened))) => Ok(opened),
         _ => Err(ApiError::not_found()),
     }
@@ -591,7 +595,12 @@ enum Content {
 /// Open a stored file (a regular file only) with what serving it needs. With `wait`, blocking
 /// (call it on the blocking pool); without, only from the kernel's caches (an async worker may
 /// call it): `None` when any part (the path, the sidecar, a small file's bytes) is not there.
-fn open_for_serving(path: &std::path::Path, wait: bool) -> Option<std::io::Result<Opened>> {
+/// The sidecar is read only for a file `types` has not seen.
+fn open_for_serving(
+    path: &std::path::Path,
+    types: &StoredTypes,
+    wait: bool,
+) -> Option<std::io::Result<Opened>> {
     use crate::files::{open_cached, read_cached};
     use std::io::Read as _;
     let open = |p: &std::path::Path| {
@@ -622,17 +631,25 @@ fn open_for_serving(path: &std::path::Path, wait: bool) -> Option<std::io::Resul
     if !meta.is_file() {
         return Some(Err(std::io::ErrorKind::NotFound.into()));
     }
-    let sidecar = match open(&crate::files::sidecar(path)) {
-        Ok(Some(f)) => {
-            let len = f.metadata().map_or(0, |m| m.len());
-            // A sidecar is a few hundred bytes: an odd one is left to the blocking pool.
-            if !wait && len > 64 << 10 {
-                return None;
+    let key = TypeKey::of(&meta);
+    let stored_type = if let Some(t) = types.get(&key) {
+        t
+    } else {
+        let sidecar = match open(&crate::files::sidecar(path)) {
+            Ok(Some(f)) => {
+                let len = f.metadata().map_or(0, |m| m.len());
+                // A sidecar is a few hundred bytes: an odd one is left to the blocking pool.
+                if !wait && len > 64 << 10 {
+                    return None;
+                }
+                whole(&f, len)?.ok()
             }
-            whole(&f, len)?.ok()
-        }
-        Ok(None) => return None,
-        Err(_) => None,
+            Ok(None) => return None,
+            Err(_) => None,
+        };
+        let t = Storage::content_type_in(sidecar.as_deref());
+        types.put(key, &t);
+        t
     };
     let size = meta.len();
     let (size, content) = if size <= CHUNK_BYTES as u64 {
@@ -647,7 +664,7 @@ fn open_for_serving(path: &std::path::Path, wait: bool) -> Option<std::io::Resul
     Some(Ok(Opened {
         size,
         modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-        stored_type: Storage::content_type_in(sidecar.as_deref()),
+        stored_type,
         content,
     }))
 }

@@ -81,12 +81,68 @@ pub(crate) struct Storage {
     thumbs: std::sync::Arc<thumbs::Generations>,
     /// Thumbs served before, kept in memory.
     memo: std::sync::Arc<std::sync::Mutex<thumbs::Memo>>,
+    /// The content types of files served before, so a download reads no sidecar again.
+    types: std::sync::Arc<StoredTypes>,
     /// The S3 bucket in use (None: the local folder), swapped when the settings change.
     remote: std::sync::Arc<arc_swap::ArcSwapOption<Bucket>>,
     /// S3 work of committed writes still under way, by record.
     inflight: std::sync::Arc<Inflight>,
     /// The runtime S3 work is spawned on (the after-commit step runs on the writer thread).
     runtime: Option<tokio::runtime::Handle>,
+}
+
+/// Stored files' content types as their sidecars give them, remembered by the file they
+/// describe (its device and inode), checked against its size and times. A stored file never
+/// changes under its name (a new upload gets a new name) and its sidecar is written with it,
+/// so a file whose identity, size and times are unchanged has the same type: a download of a
+/// file served before opens no sidecar. Bounded: when full, it starts over.
+#[derive(Debug, Default)]
+pub(crate) struct StoredTypes(std::sync::Mutex<std::collections::HashMap<TypeKey, String>>);
+
+/// A stored file as its metadata identifies it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct TypeKey {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl TypeKey {
+    pub(crate) fn of(meta: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt as _;
+        Self {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+}
+
+/// Remembered types at most (a few MB at worst).
+const STORED_TYPES_MAX: usize = 8192;
+
+impl StoredTypes {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<TypeKey, String>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(crate) fn get(&self, key: &TypeKey) -> Option<String> {
+        self.lock().get(key).cloned()
+    }
+
+    pub(crate) fn put(&self, key: TypeKey, stored_type: &str) {
+        let mut m = self.lock();
+        if m.len() >= STORED_TYPES_MAX {
+            m.clear();
+        }
+        m.insert(key, stored_type.to_owned());
+    }
 }
 
 /// What a committed write leaves to do with files: uploads to place, files its record
@@ -131,6 +187,7 @@ impl Storage {
             temp: data_dir.join(TEMP_DIR),
             thumbs: std::sync::Arc::default(),
             memo: std::sync::Arc::default(),
+            types: std::sync::Arc::default(),
             remote: std::sync::Arc::default(),
             inflight: std::sync::Arc::default(),
             runtime: tokio::runtime::Handle::try_current().ok(),
@@ -297,6 +354,11 @@ impl Storage {
     /// `application/octet-stream` when it has no readable sidecar.
     pub(crate) fn content_type(path: &Path) -> String {
         Self::content_type_in(std::fs::read(sidecar(path)).ok().as_deref())
+    }
+
+    /// The memo of content types already read from sidecars.
+    pub(crate) fn stored_types(&self) -> std::sync::Arc<StoredTypes> {
+        std::sync::Arc::clone(&self.types)
     }
 
     /// The content type a sidecar's bytes record (`None`: no sidecar).
@@ -688,6 +750,44 @@ fn go_json_string(out: &mut String, s: &str) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_stored_type_is_remembered_only_for_the_same_file_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.bin");
+        std::fs::write(&path, b"one").unwrap();
+        let key = |p: &Path| TypeKey::of(&std::fs::metadata(p).unwrap());
+        let types = StoredTypes::default();
+        let first = key(&path);
+        types.put(first, "text/plain");
+        assert_eq!(types.get(&key(&path)).as_deref(), Some("text/plain"));
+        // Rewritten in place: same inode, new size and times.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        std::fs::write(&path, b"two!").unwrap();
+        assert_eq!(types.get(&key(&path)), None);
+        // Replaced by a rename of a file with the same size: another inode, and a rename
+        // moves the moved file's change time, so even its own entry is not used.
+        let other = dir.path().join("b.bin");
+        std::fs::write(&other, b"one").unwrap();
+        types.put(key(&other), "image/png");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        std::fs::rename(&other, &path).unwrap();
+        let after = key(&path);
+        assert_ne!(after, first);
+        assert_eq!(types.get(&after), None);
+        types.put(after, "image/png");
+        assert_eq!(types.get(&key(&path)).as_deref(), Some("image/png"));
+        // Full: it starts over rather than growing.
+        for i in 0..STORED_TYPES_MAX as u64 + 1 {
+            types.put(
+                TypeKey {
+                    ino: u64::MAX - i,
+                    ..first
+                },
+                "x/y",
+            );
+        }
+        assert!(types.lock().len() <= STORED_TYPES_MAX);
+    }
     use super::*;
 
     fn storage() -> (tempfile::TempDir, Storage) {

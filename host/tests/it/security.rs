@@ -12,6 +12,7 @@
 //! `target/hostile-mismatches.txt`.
 
 use crate::common::{Server, enc};
+use crate::rng::env_num;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use hmac::{Hmac, Mac};
@@ -1514,15 +1515,6 @@ fn rss_kib(pid: u32) -> u64 {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0)
-}
-
-fn env_num(name: &str) -> Option<u64> {
-    let v = std::env::var(name).ok()?;
-    Some(
-        v.trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={v} is not a number")),
-    )
 }
 
 /// Set up the same fixture on a server: the hostile collection with one record, a user.
