@@ -2,6 +2,7 @@
 //! every sign-in shares (superuser IPs, authRule, MFA, the token). The other flows are in
 //! `auth_flows.rs` and `oauth2.rs`.
 
+use super::auth_flows::{length, required, text};
 use super::body;
 use super::error::{ApiError, ApiResult, MSG_NOT_ALLOWED, MSG_VALIDATION};
 use super::{Shared, caller, find_collection, ok_json, query_map};
@@ -285,6 +286,14 @@ pub(crate) async fn with_password(
     let headers = &head.headers;
     let c = auth_collection(&state, &key)?;
     limit(&state, &head, &c, &["authWithPassword", "auth"]).await?;
+    let pa = c.auth_option("passwordAuth").cloned().unwrap_or(json!({}));
+    // Refused before the body is read, as PocketBase refuses it.
+    if !pa.get("enabled").and_then(Value::as_bool).unwrap_or(false) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "The collection is not configured to allow password authentication.",
+        ));
+    }
     let q = query_map(head.uri.query());
     let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
         .map_err(|_| ApiError::bad_request())?;
@@ -292,43 +301,12 @@ pub(crate) async fn with_password(
         .await
         .map_err(|e| e.answer(body::MSG_UNSUPPORTED, body::MSG_LOAD_FAILED))?
         .data;
-    let identity = data
-        .get("identity")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned();
-    let pass = data
-        .get("password")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned();
-    let mut errors = Map::new();
-    if identity.is_empty() {
-        errors.insert(
-            "identity".into(),
-            verr("validation_required", "Cannot be blank."),
-        );
-    }
-    if pass.is_empty() {
-        errors.insert(
-            "password".into(),
-            verr("validation_required", "Cannot be blank."),
-        );
-    }
-    if !errors.is_empty() {
-        return Err(ApiError::with_data(
-            StatusCode::BAD_REQUEST,
-            MSG_VALIDATION,
-            errors,
-        ));
-    }
-    let pa = c.auth_option("passwordAuth").cloned().unwrap_or(json!({}));
-    if !pa.get("enabled").and_then(Value::as_bool).unwrap_or(false) {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "The collection is not configured to allow password authentication.",
-        ));
-    }
+    // Bound as PocketBase binds its form (a value that is not a string does not load), then
+    // validated as it validates it: both required, 1 to 255 characters, and a named
+    // identity field must be one of the collection's.
+    let identity = text(&data, "identity")?;
+    let pass = text(&data, "password")?;
+    let wanted = text(&data, "identityField")?;
     let mut identity_fields: Vec<String> = pa
         .get("identityFields")
         .and_then(Value::as_array)
@@ -338,21 +316,37 @@ pub(crate) async fn with_password(
                 .collect()
         })
         .unwrap_or_default();
-    if let Some(wanted) = data
-        .get("identityField")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-    {
-        if !identity_fields.iter().any(|f| f == wanted) {
-            return Err(ApiError::bad("Failed to authenticate."));
+    let mut errors = Map::new();
+    for (key, v) in [("identity", &identity), ("password", &pass)] {
+        if v.is_empty() {
+            errors.insert(key.into(), required());
+        } else if v.chars().count() > 255 {
+            errors.insert(key.into(), length(1, 255));
         }
-        identity_fields = vec![wanted.to_owned()];
-    } else {
+    }
+    if wanted.chars().count() > 255 {
+        errors.insert("identityField".into(), length(1, 255));
+    } else if !wanted.is_empty() && !identity_fields.contains(&wanted) {
+        errors.insert(
+            "identityField".into(),
+            verr("validation_in_invalid", "Must be a valid value."),
+        );
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::with_data(
+            StatusCode::BAD_REQUEST,
+            MSG_VALIDATION,
+            errors,
+        ));
+    }
+    if wanted.is_empty() {
         // Email first, and only when the identity looks like one.
         identity_fields.sort_by_key(|f| f != "email");
         if !identity.contains('@') {
             identity_fields.retain(|f| f != "email");
         }
+    } else {
+        identity_fields = vec![wanted];
     }
     // Brute-force protection: an identity or an address past its failures is refused before
     // any password is looked at, so guessing stops telling right from wrong.
@@ -398,7 +392,7 @@ pub(crate) async fn refresh(
     Path(key): Path<String>,
     request: axum::extract::Request,
 ) -> ApiResult<Response> {
-    let head = request.into_parts().0;
+    let (head, sent) = request.into_parts();
     let (headers, raw) = (&head.headers, head.uri.query().map(str::to_owned));
     let c = auth_collection(&state, &key)?;
     limit(&state, &head, &c, &["authRefresh"]).await?;
@@ -414,6 +408,15 @@ pub(crate) async fn refresh(
             ),
         ));
     }
+    let sent = body::has_body(headers).then_some(sent);
+    body::check_info_body(
+        &head.uri,
+        &head.method,
+        headers,
+        sent,
+        state.cfg.http.body_bytes_max,
+    )
+    .await?;
     let q = query_map(raw.as_deref());
     let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
         .map_err(|_| ApiError::bad_request())?;

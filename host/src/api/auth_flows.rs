@@ -63,11 +63,11 @@ fn invalid_one(field: &str, e: Value) -> ApiError {
     invalid(m)
 }
 
-fn required() -> Value {
+pub(super) fn required() -> Value {
     verr("validation_required", "Cannot be blank.")
 }
 
-fn length(min: usize, max: usize) -> Value {
+pub(super) fn length(min: usize, max: usize) -> Value {
     verr_params(
         "validation_length_out_of_range",
         &format!("The length must be between {min} and {max}."),
@@ -92,7 +92,7 @@ async fn read_body(
 
 /// A form's string key: absent or null is empty; another JSON type does not bind (Go's
 /// decoder refuses a number for a string).
-fn text(data: &Map<String, Value>, key: &str) -> ApiResult<String> {
+pub(super) fn text(data: &Map<String, Value>, key: &str) -> ApiResult<String> {
     match data.get(key) {
         None | Some(Value::Null) => Ok(String::new()),
         Some(Value::String(s)) => Ok(s.clone()),

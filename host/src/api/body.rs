@@ -119,6 +119,53 @@ impl BindError {
 }
 
 pub(crate) const MSG_UNSUPPORTED: &str = "Unsupported Content-Type.";
+
+/// A request's body when it has one (a length above zero, or chunked), taken out of it; `None`
+/// when it has none. What PocketBase's request info reads before a rule check.
+pub(crate) fn take_body(request: &mut axum::extract::Request) -> Option<Body> {
+    has_body(request.headers()).then(|| std::mem::take(request.body_mut()))
+}
+
+/// Whether a request with these headers has a body: a length above zero, or chunked.
+pub(crate) fn has_body(headers: &HeaderMap) -> bool {
+    headers.contains_key(header::TRANSFER_ENCODING)
+        || declared_length(headers).is_some_and(|n| n > 0)
+}
+
+/// A body taken by [`take_body`], read as PocketBase's request info reads it where it checks a
+/// rule (record lists, views, deletes, an auth refresh): an unknown Content-Type is its
+/// "Unsupported Content-Type.", a body that does not parse its generic 400. The data itself is
+/// not used there.
+pub(crate) async fn check_info_body(
+    uri: &axum::http::Uri,
+    method: &axum::http::Method,
+    headers: &HeaderMap,
+    body: Option<Body>,
+    limit: usize,
+) -> Result<(), ApiError> {
+    let Some(body) = body else {
+        return Ok(());
+    };
+    // A form or multipart body is read by Go's form parser, which reads the URL's query too
+    // and fails on a pair it refuses there; a urlencoded body itself only for POST, PUT and
+    // PATCH.
+    let ct = content_type(headers);
+    let form = ct.starts_with("application/x-www-form-urlencoded");
+    if (form || ct.starts_with("multipart/form-data"))
+        && crate::http::url_pairs_checked(uri.query().unwrap_or("")).1
+    {
+        return Err(ApiError::bad_request());
+    }
+    if form && !matches!(method.as_str(), "POST" | "PUT" | "PATCH") {
+        return Ok(());
+    }
+    match parse(headers, body, limit).await {
+        Ok(_) => Ok(()),
+        Err(BindError::Malformed) => Err(ApiError::bad_request()),
+        Err(e) => Err(e.answer(MSG_UNSUPPORTED, MSG_UNSUPPORTED)),
+    }
+}
+
 /// How the auth and import endpoints word a body that does not parse.
 pub(crate) const MSG_LOAD_FAILED: &str = "An error occurred while loading the submitted data.";
 
@@ -253,7 +300,12 @@ async fn parse_into(
     if ct.starts_with("application/x-www-form-urlencoded") {
         let mut data = Map::new();
         let mut payloads = Vec::new();
-        for (k, v) in crate::http::url_pairs(&String::from_utf8_lossy(&bytes)) {
+        // A pair Go's form parser refuses (a broken escape, a `;`) fails the whole body.
+        let (pairs, refused) = crate::http::url_pairs_checked(&String::from_utf8_lossy(&bytes));
+        if refused {
+            return Err(BindError::Malformed);
+        }
+        for (k, v) in pairs {
             if k == "@jsonPayload" {
                 payloads.push(v);
                 continue;
@@ -472,5 +524,27 @@ mod tests {
             push(&mut m, k, infer(&v));
         }
         assert_eq!(m["tags"], serde_json::json!(["a", "b"]));
+    }
+
+    #[test]
+    fn pairs_go_refuses_are_left_out_and_reported() {
+        type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], bool);
+        let cases: [Case; 7] = [
+            ("a=%zz&b=1", &[("b", "1")], true),
+            ("a=%4", &[], true),
+            ("b=2&a=%", &[("b", "2")], true),
+            ("%zz=1", &[], true),
+            ("a=1;b=2&c=3", &[("c", "3")], true),
+            ("a=%41&=x&k&&", &[("a", "A"), ("", "x"), ("k", "")], false),
+            ("a=%e2%82%AC+b", &[("a", "€ b")], false),
+        ];
+        for (q, want, refused) in cases {
+            let (got, r) = crate::http::url_pairs_checked(q);
+            let want: Vec<(String, String)> = want
+                .iter()
+                .map(|(k, v)| ((*k).into(), (*v).into()))
+                .collect();
+            assert_eq!((got, r), (want, refused), "{q}");
+        }
     }
 }

@@ -130,8 +130,9 @@ fn get_parts(request: &Request) -> (&Method, &str, &HeaderMap, Option<&str>) {
 pub(crate) async fn list(
     State(state): State<Shared>,
     Path(key): Path<String>,
-    request: Request,
+    mut request: Request,
 ) -> ApiResult<Response> {
+    let sent = body::take_body(&mut request);
     let (method, path, headers, raw) = get_parts(&request);
     // Taken before anything is read: a cached answer built from these reads is valid only while
     // nothing it read changed after this point.
@@ -140,6 +141,14 @@ pub(crate) async fn list(
     let c = collection_in(&schema, &key, MSG_MISSING_COLLECTION)?;
     let who = caller(&state, headers).await;
     limit(&state, &request, who.as_ref(), &c, "list")?;
+    body::check_info_body(
+        request.uri(),
+        method,
+        headers,
+        sent,
+        state.cfg.http.body_bytes_max,
+    )
+    .await?;
     let cache_key = response_key("list", &c, "", raw, who.as_ref());
     let (_leader, stamp) =
         match cached_or_lead(&state, &cache_key, stamp, who.as_ref(), headers).await {
@@ -400,14 +409,23 @@ fn json_bytes(body: Bytes) -> Response {
 pub(crate) async fn view(
     State(state): State<Shared>,
     Path((key, id)): Path<(String, String)>,
-    request: Request,
+    mut request: Request,
 ) -> ApiResult<Response> {
+    let sent = body::take_body(&mut request);
     let (method, path, headers, raw) = get_parts(&request);
     let stamp = state.store.changes().stamp();
     let schema = state.store.schema();
     let c = collection_in(&schema, &key, MSG_MISSING_COLLECTION)?;
     let who = caller(&state, headers).await;
     limit(&state, &request, who.as_ref(), &c, "view")?;
+    body::check_info_body(
+        request.uri(),
+        method,
+        headers,
+        sent,
+        state.cfg.http.body_bytes_max,
+    )
+    .await?;
     let cache_key = response_key("view", &c, &id, raw, who.as_ref());
     let (_leader, stamp) =
         match cached_or_lead(&state, &cache_key, stamp, who.as_ref(), headers).await {
@@ -621,10 +639,19 @@ pub(crate) async fn delete(
     Path((key, id)): Path<(String, String)>,
     request: Request,
 ) -> ApiResult<Response> {
-    let head = request.into_parts().0;
+    let (head, sent) = request.into_parts();
     let c = collection_in(&state.store.schema(), &key, MSG_MISSING_COLLECTION)?;
     let who = caller(&state, &head.headers).await;
     limit_head(&state, &head, who.as_ref(), &c, "delete")?;
+    let sent = body::has_body(&head.headers).then_some(sent);
+    body::check_info_body(
+        &head.uri,
+        &head.method,
+        &head.headers,
+        sent,
+        state.cfg.http.body_bytes_max,
+    )
+    .await?;
     let q = query_map(head.uri.query());
     let ip = remote_ip(&state, &head);
     let access = write_access(&head, who.as_ref(), &q, ip.as_deref());

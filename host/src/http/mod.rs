@@ -416,43 +416,60 @@ pub(crate) fn client_tls() -> Result<Arc<rustls::ClientConfig>, String> {
         .clone()
 }
 
-/// `a=1&b=x+y` pairs, percent-decoded: query strings and urlencoded bodies alike, ours and the
-/// form answers of OAuth2 providers.
+/// `a=1&b=x+y` pairs, percent-decoded as Go's `url.ParseQuery` decodes them: query strings and
+/// urlencoded bodies alike, ours and the form answers of OAuth2 providers. A pair Go refuses
+/// (one holding a `;`, or a `%` not followed by two hex digits) is left out, as Go leaves it out
+/// of a query; [`url_pairs_checked`] also says whether there was one.
 pub(crate) fn url_pairs(q: &str) -> Vec<(String, String)> {
-    q.split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (percent_decode(k), percent_decode(v))
-        })
-        .collect()
+    url_pairs_checked(q).0
 }
 
-fn percent_decode(s: &str) -> String {
+/// [`url_pairs`], and whether a pair was refused: Go's `ParseQuery` error, which makes a form
+/// body fail to load.
+pub(crate) fn url_pairs_checked(q: &str) -> (Vec<(String, String)>, bool) {
+    let mut refused = false;
+    let pairs = q
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .filter_map(|p| {
+            if p.contains(';') {
+                refused = true;
+                return None;
+            }
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            match (percent_decode(k), percent_decode(v)) {
+                (Some(k), Some(v)) => Some((k, v)),
+                _ => {
+                    refused = true;
+                    None
+                }
+            }
+        })
+        .collect();
+    (pairs, refused)
+}
+
+/// `s` with `+` as a space and `%XX` escapes decoded; `None` for a `%` that is not followed by
+/// two hex digits (Go's "invalid URL escape").
+fn percent_decode(s: &str) -> Option<String> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
         match b[i] {
             b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => {
-                match std::str::from_utf8(&b[i + 1..i + 3])
-                    .ok()
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())
-                {
-                    Some(v) => {
-                        out.push(v);
-                        i += 3;
-                        continue;
-                    }
-                    None => out.push(b'%'),
-                }
+            b'%' => {
+                let hex = |c: Option<&u8>| c.and_then(|c| (*c as char).to_digit(16));
+                let (hi, lo) = (hex(b.get(i + 1))?, hex(b.get(i + 2))?);
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+                continue;
             }
             c => out.push(c),
         }
         i += 1;
     }
-    lossy_utf8(&out)
+    Some(lossy_utf8(&out))
 }
 
 /// Go's server refuses a request by its `Host` header before any handler sees it: more than
@@ -599,7 +616,7 @@ mod tests {
         );
         for target in ["/%80", "/x/%ff%fe%fd", "/%E2%82", "/%F0%9F%98%80%F0"] {
             let out = fixed(target).unwrap();
-            let decoded = percent_decode(out.trim_start_matches('/'));
+            let decoded = percent_decode(out.trim_start_matches('/')).expect("escapes");
             assert!(decoded.contains('\u{fffd}'), "{target} -> {out}");
         }
     }

@@ -5,6 +5,7 @@
 //! this file runs on 127.0.0.1.
 
 use crate::common::{SU_EMAIL, Server, reference_bin};
+use crate::rng::{Rng, env_num};
 use base64::Engine;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
@@ -902,4 +903,294 @@ fn sign_ins_from_new_places_are_kept_and_mailed_as_in_pocketbase() {
     let kept: Vec<Value> = (3..8).rev().map(|i| md5(&format!("agent-{i}"))).collect();
     assert_eq!(ours[9], json!([kept, 6]));
     assert_eq!(ours[11], json!([5, 6]));
+}
+
+/// The values a generated auth request may carry in `key`: ones that pass, near misses,
+/// wrong types. `own` are the server's own values (its user's token, its last OTP id), so each
+/// server gets the same kind of value from its own side.
+fn auth_value(g: &mut Rng, key: &str, own: &Own) -> Value {
+    if g.pct(15) {
+        return g
+            .pick(&[
+                json!(5),
+                json!(1.5),
+                json!(true),
+                Value::Null,
+                json!([]),
+                json!(["known@example.com"]),
+                json!({"a": 1}),
+            ])
+            .clone();
+    }
+    let long_email = format!("{}@example.com", "a".repeat(250));
+    match key {
+        "email" | "identity" | "newEmail" => g
+            .pick(&[
+                json!("known@example.com"),
+                json!("KNOWN@Example.com"),
+                json!("unknown@example.com"),
+                json!(" known@example.com"),
+                json!("known@example.com "),
+                json!("not-an-email"),
+                json!("a@b"),
+                json!(""),
+                json!(long_email),
+                json!("ü@example.com"),
+                json!("known@example.com\u{0}"),
+                json!("new@example.com"),
+            ])
+            .clone(),
+        "password" | "passwordConfirm" => g
+            .pick(&[
+                json!("Secret-12345"),
+                json!("wrong-pass"),
+                json!(""),
+                json!("short"),
+                json!("x".repeat(80)),
+                json!("x".repeat(300)),
+                json!("Secret-12345 "),
+            ])
+            .clone(),
+        "token" => g
+            .pick(&[
+                json!(""),
+                json!("abc"),
+                json!("eyJhbGciOiJIUzI1NiJ9.e30.bad"),
+                json!(own.user_token),
+            ])
+            .clone(),
+        "identityField" => g
+            .pick(&[
+                json!("email"),
+                json!("username"),
+                json!(""),
+                json!("password"),
+                json!("id"),
+                json!("nope"),
+            ])
+            .clone(),
+        "otpId" => g
+            .pick(&[
+                json!(""),
+                json!("nope"),
+                json!(own.last_otp),
+                json!("x".repeat(300)),
+            ])
+            .clone(),
+        "provider" => g
+            .pick(&[json!("google"), json!("github"), json!("nope"), json!("")])
+            .clone(),
+        "redirectURL" | "redirectUrl" => g
+            .pick(&[json!("http://app.test/cb"), json!("not a url"), json!("")])
+            .clone(),
+        "createData" => g
+            .pick(&[json!({}), json!("x"), json!({"name": "a"})])
+            .clone(),
+        "duration" => g
+            .pick(&[json!(0), json!(60), json!(-1), json!("60")])
+            .clone(),
+        _ => g.pick(&[json!("x"), json!(""), json!("0")]).clone(),
+    }
+}
+
+/// A server's own values for generated requests.
+struct Own {
+    user_token: String,
+    last_otp: String,
+}
+
+/// Random and server-made values (tokens, ids, dates) masked, so two servers' answers compare.
+fn mask_made(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| {
+                    let made = [
+                        "token",
+                        "id",
+                        "otpId",
+                        "mfaId",
+                        "created",
+                        "updated",
+                        "collectionId",
+                    ];
+                    let v = match v {
+                        Value::String(s) if made.contains(&k.as_str()) && !s.is_empty() => {
+                            json!("<made>")
+                        }
+                        other => mask_made(other),
+                    };
+                    (k.clone(), v)
+                })
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(mask_made).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Generated requests to every auth endpoint (bodies with the right keys and wrong ones, good
+/// values, near misses and wrong types, as a guest, a user or a superuser, as JSON, broken JSON
+/// or a form) get the same status and body from both servers, tokens and ids masked. Run one
+/// after the other on both, so their states move alike (OTPs requested, mails sent).
+#[test]
+fn generated_auth_requests_are_answered_as_by_the_reference() {
+    let Some(reference) = reference_bin() else {
+        return;
+    };
+    let reference = reference.to_str().expect("utf-8").to_owned();
+    let sink = Sink::start();
+    let (r, f) = std::thread::scope(|s| {
+        let a = s.spawn(|| Server::start_bin(&reference));
+        // Ferrobase's own brute-force limits (pb.toml `[auth]`, tested in `bruteforce.rs`) off,
+        // so that a long run compares PocketBase's answers only.
+        let b = s.spawn(|| {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let off = "[auth]\nfailures_per_identity = 0\nfailures_per_ip = 0\nmail_requests_per_ip = 0\n";
+            std::fs::write(dir.path().join("pb.toml"), off).expect("pb.toml");
+            Server::start_in(dir)
+        });
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let (su_r, su_f) = (setup(&r, &sink), setup(&f, &sink));
+    for (s, su) in [(&r, &su_r), (&f, &su_f)] {
+        s.create_collection(
+            su,
+            json!({"name": "nopass", "type": "auth", "passwordAuth": {"enabled": false}}),
+        );
+    }
+    let user = |s: &Server| {
+        s.login("people", "known@example.com", "Secret-12345").json["token"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let mut own = [
+        Own {
+            user_token: user(&r),
+            last_otp: String::new(),
+        },
+        Own {
+            user_token: user(&f),
+            last_otp: String::new(),
+        },
+    ];
+    let seed = env_num("AUTH_SEED").unwrap_or(0xa07f);
+    let n = env_num("AUTH_CASES").unwrap_or(400);
+    let mut g = Rng::new(seed);
+    let endpoints: &[(&str, &[&str])] = &[
+        (
+            "auth-with-password",
+            &["identity", "password", "identityField"],
+        ),
+        ("request-otp", &["email"]),
+        ("auth-with-otp", &["otpId", "password"]),
+        ("request-password-reset", &["email"]),
+        (
+            "confirm-password-reset",
+            &["token", "password", "passwordConfirm"],
+        ),
+        ("request-verification", &["email"]),
+        ("confirm-verification", &["token"]),
+        ("request-email-change", &["newEmail"]),
+        ("confirm-email-change", &["token", "password"]),
+        ("auth-refresh", &[]),
+        (
+            "auth-with-oauth2",
+            &[
+                "provider",
+                "code",
+                "codeVerifier",
+                "redirectURL",
+                "createData",
+            ],
+        ),
+    ];
+    let mut diffs = Vec::new();
+    for i in 0..n {
+        let collection = *g.pick(&[
+            "people", "people", "otpusers", "otpusers", "nopass", "nothing",
+        ]);
+        let (endpoint, keys) = *g.pick(endpoints);
+        let who = *g.pick(&["", "", "user", "su"]);
+        let mut bodies = [serde_json::Map::new(), serde_json::Map::new()];
+        for key in keys.iter().copied().chain(g.pct(15).then_some("extra")) {
+            if g.pct(25) {
+                continue;
+            }
+            // One draw for both, from each server's own values.
+            let state = g.next();
+            for (body, own) in bodies.iter_mut().zip(&own) {
+                let mut gk = Rng::new(state);
+                body.insert(key.to_owned(), auth_value(&mut gk, key, own));
+            }
+        }
+        let encoding = g.below(20);
+        let path = format!("/api/collections/{collection}/{endpoint}");
+        let mut answers = Vec::new();
+        for (k, s) in [&r, &f].into_iter().enumerate() {
+            let token = match who {
+                "su" => Some(if k == 0 { su_r.as_str() } else { su_f.as_str() }),
+                "user" => Some(own[k].user_token.as_str()),
+                _ => None,
+            };
+            let body = Value::Object(bodies[k].clone());
+            let a = match encoding {
+                0 => s.raw(
+                    "POST",
+                    &path,
+                    token,
+                    Some(("application/json", b"{\"email\": ")),
+                ),
+                1 => {
+                    let form: Vec<String> = bodies[k]
+                        .iter()
+                        .filter_map(|(key, v)| {
+                            v.as_str().map(|v| {
+                                format!("{}={}", crate::common::enc(key), crate::common::enc(v))
+                            })
+                        })
+                        .collect();
+                    s.raw(
+                        "POST",
+                        &path,
+                        token,
+                        Some((
+                            "application/x-www-form-urlencoded",
+                            form.join("&").as_bytes(),
+                        )),
+                    )
+                }
+                _ => s.req("POST", &path, token, Some(&body)),
+            };
+            if endpoint == "request-otp"
+                && let Some(id) = a.json["otpId"].as_str()
+            {
+                own[k].last_otp = id.to_owned();
+            }
+            answers.push(a);
+        }
+        let (a, b) = (&answers[0], &answers[1]);
+        if (a.status, mask_made(&a.json)) != (b.status, mask_made(&b.json)) {
+            diffs.push(format!(
+                "#{i} POST {path} as {who:?} (encoding {encoding}) {}:\n  pocketbase {} {}\n  ferrobase  {} {}",
+                Value::Object(bodies[1].clone()),
+                a.status,
+                a.json,
+                b.status,
+                b.json
+            ));
+        }
+    }
+    assert!(
+        diffs.is_empty(),
+        "{} of {n} differ (AUTH_SEED={seed:#x} AUTH_CASES={n}):\n{}",
+        diffs.len(),
+        diffs
+            .iter()
+            .take(20)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }
