@@ -283,7 +283,6 @@ pub(crate) async fn with_password(
     request: axum::extract::Request,
 ) -> ApiResult<Response> {
     let (head, body) = request.into_parts();
-    let headers = &head.headers;
     let c = auth_collection(&state, &key)?;
     limit(&state, &head, &c, &["authWithPassword", "auth"]).await?;
     let pa = c.auth_option("passwordAuth").cloned().unwrap_or(json!({}));
@@ -297,10 +296,7 @@ pub(crate) async fn with_password(
     let q = query_map(head.uri.query());
     let fields = FieldsFilter::parse(q.get("fields").and_then(Value::as_str))
         .map_err(|_| ApiError::bad_request())?;
-    let data = body::parse(headers, body, state.cfg.http.body_bytes_max)
-        .await
-        .map_err(|e| e.answer(body::MSG_UNSUPPORTED, body::MSG_LOAD_FAILED))?
-        .data;
+    let data = super::auth_flows::read_body(&state, &head, body).await?;
     // Bound as PocketBase binds its form (a value that is not a string does not load), then
     // validated as it validates it: both required, 1 to 255 characters, and a named
     // identity field must be one of the collection's.

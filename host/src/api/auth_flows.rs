@@ -77,17 +77,78 @@ pub(super) fn length(min: usize, max: usize) -> Value {
 
 /// The body, bound as PocketBase binds a form: an unsupported type or broken body is its
 /// loading error.
-async fn read_body(
+pub(super) async fn read_body(
     state: &Shared,
     head: &Parts,
     body: axum::body::Body,
 ) -> ApiResult<Map<String, Value>> {
-    Ok(
-        body::parse(&head.headers, body, state.cfg.http.body_bytes_max)
-            .await
-            .map_err(|e| e.answer(body::MSG_UNSUPPORTED, body::MSG_LOAD_FAILED))?
-            .data,
+    let limit = state.cfg.http.body_bytes_max;
+    body::bind(
+        head,
+        body,
+        limit,
+        body::MSG_UNSUPPORTED,
+        body::MSG_LOAD_FAILED,
     )
+    .await
+}
+
+/// A form value read into an integer as Go's `strconv.ParseInt(s, 0, 64)` reads it (PocketBase
+/// binds form text so): an optional sign, a `0x`, `0o`, `0b` or bare `0` (octal) prefix, `_`
+/// only between digits, nothing else; `None` past i64.
+fn go_parse_int(s: &str) -> Option<i64> {
+    let (neg, rest) = match s.as_bytes().first()? {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let lower = rest.to_ascii_lowercase();
+    let (radix, digits, prefixed) = if let Some(d) = lower.strip_prefix("0x") {
+        (16, d, true)
+    } else if let Some(d) = lower.strip_prefix("0o") {
+        (8, d, true)
+    } else if let Some(d) = lower.strip_prefix("0b") {
+        (2, d, true)
+    } else if lower.len() > 1 && lower.starts_with('0') {
+        (8, &lower[1..], true)
+    } else {
+        (10, lower.as_str(), false)
+    };
+    // Underscores: each between two digits, the prefix counting as one.
+    let mut last_digit = prefixed;
+    let mut magnitude: u64 = 0;
+    let mut any = false;
+    for c in digits.chars() {
+        if c == '_' {
+            if !last_digit {
+                return None;
+            }
+            last_digit = false;
+            continue;
+        }
+        let d = c.to_digit(radix)?;
+        magnitude = magnitude
+            .checked_mul(u64::from(radix))?
+            .checked_add(u64::from(d))?;
+        last_digit = true;
+        any = true;
+    }
+    if !any || !last_digit {
+        return None;
+    }
+    if neg {
+        0i64.checked_sub_unsigned(magnitude)
+    } else {
+        i64::try_from(magnitude).ok()
+    }
+}
+
+/// Whether the body was sent as JSON (its Content-Type's prefix, as the body reader picks it).
+fn is_json(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with("application/json"))
 }
 
 /// A form's string key: absent or null is empty; another JSON type does not bind (Go's
@@ -738,11 +799,15 @@ pub(crate) async fn impersonate(
         Some(Value::Number(n)) => n
             .as_i64()
             .ok_or_else(|| ApiError::bad(body::MSG_LOAD_FAILED))?,
-        // A form sends text: it binds when it reads as an integer.
-        Some(Value::String(s)) => s
-            .trim()
-            .parse::<i64>()
-            .map_err(|_| ApiError::bad(body::MSG_LOAD_FAILED))?,
+        // A form sends text: it binds when it reads as an integer. JSON text never binds to
+        // PocketBase's integer.
+        Some(Value::String(_)) if is_json(&head.headers) => {
+            return Err(ApiError::bad(body::MSG_LOAD_FAILED));
+        }
+        Some(Value::String(s)) if s.is_empty() => 0,
+        Some(Value::String(s)) => {
+            go_parse_int(s).ok_or_else(|| ApiError::bad(body::MSG_LOAD_FAILED))?
+        }
         Some(_) => return Err(ApiError::bad(body::MSG_LOAD_FAILED)),
     };
     if duration < 0 {
@@ -1195,4 +1260,40 @@ pub(super) async fn send_test_mail(
         &Message::from_sender(&settings, email, subject, html),
     )
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::go_parse_int;
+
+    #[test]
+    fn form_integers_are_read_as_go_parse_int_reads_them() {
+        let cases: [(&str, Option<i64>); 22] = [
+            ("60", Some(60)),
+            ("060", Some(48)),
+            ("0x10", Some(16)),
+            ("0X1_0", Some(16)),
+            ("0b11", Some(3)),
+            ("0o17", Some(15)),
+            ("1_000", Some(1000)),
+            ("+5", Some(5)),
+            ("-5", Some(-5)),
+            ("0", Some(0)),
+            ("-0", Some(0)),
+            ("9223372036854775807", Some(i64::MAX)),
+            ("-9223372036854775808", Some(i64::MIN)),
+            ("9223372036854775808", None),
+            ("08", None),
+            (" 5", None),
+            ("1e2", None),
+            ("_1", None),
+            ("1_", None),
+            ("1__0", None),
+            ("0x", None),
+            ("true", None),
+        ];
+        for (s, want) in cases {
+            assert_eq!(go_parse_int(s), want, "{s}");
+        }
+    }
 }

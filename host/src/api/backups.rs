@@ -117,10 +117,9 @@ pub(crate) async fn create(
     }
     let remote = bucket(&state, StatusCode::BAD_REQUEST)?;
     let (head, body) = request.into_parts();
-    let parsed = body::parse(&head.headers, body, state.cfg.http.body_bytes_max)
-        .await
-        .map_err(|e| e.answer(MSG_UNSUPPORTED, MSG_LOAD_FAILED))?;
-    let mut name = match parsed.data.get("name") {
+    let limit = state.cfg.http.body_bytes_max;
+    let data = body::bind(&head, body, limit, MSG_UNSUPPORTED, MSG_LOAD_FAILED).await?;
+    let mut name = match data.get("name") {
         None | Some(Value::Null) => String::new(),
         Some(Value::String(s)) => s.clone(),
         Some(_) => return Err(ApiError::bad(MSG_LOAD_FAILED)),
@@ -186,9 +185,15 @@ pub(crate) async fn upload(State(state): State<Shared>, request: Request) -> Api
         }
     };
     // No size limit, as PocketBase's: a backup is as large as the data.
-    let parsed = body::parse_with_files(&head.headers, body, usize::MAX, &state.records.files)
-        .await
-        .map_err(|e| e.answer(MSG_UNSUPPORTED, MSG_LOAD_FAILED))?;
+    let parsed = body::parse_with_files(
+        &head.headers,
+        head.uri.query(),
+        body,
+        usize::MAX,
+        &state.records.files,
+    )
+    .await
+    .map_err(|e| e.answer(MSG_UNSUPPORTED, MSG_LOAD_FAILED))?;
     let Some((_, file)) = parsed.files.into_iter().find(|(part, _)| part == "file") else {
         return Err(invalid(
             "file",

@@ -420,6 +420,7 @@ pub(crate) async fn batch(State(state): State<Shared>, request: Request) -> ApiR
     let (head, body) = request.into_parts();
     let parsed = body::parse_with_files(
         &head.headers,
+        head.uri.query(),
         body,
         limits.body_bytes_max(),
         &state.records.files,

@@ -159,7 +159,7 @@ pub(crate) async fn check_info_body(
     if form && !matches!(method.as_str(), "POST" | "PUT" | "PATCH") {
         return Ok(());
     }
-    match parse(headers, body, limit).await {
+    match parse(headers, uri.query(), body, limit).await {
         Ok(_) => Ok(()),
         Err(BindError::Malformed) => Err(ApiError::bad_request()),
         Err(e) => Err(e.answer(MSG_UNSUPPORTED, MSG_UNSUPPORTED)),
@@ -217,24 +217,57 @@ pub(crate) struct Parsed {
 /// or a urlencoded form, and anything else is [`BindError::Unsupported`].
 pub(crate) async fn parse(
     headers: &HeaderMap,
+    query: Option<&str>,
     body: Body,
     limit: usize,
 ) -> Result<Parsed, BindError> {
-    parse_into(headers, body, limit, None).await
+    parse_into(headers, query, body, limit, None).await
+}
+
+/// [`parse`] of a request's body, the query taken from its head.
+pub(crate) async fn parse_request(
+    head: &axum::http::request::Parts,
+    body: Body,
+    limit: usize,
+) -> Result<Parsed, BindError> {
+    parse(&head.headers, head.uri.query(), body, limit).await
+}
+
+/// A request's body bound as PocketBase binds a form: its data, or the endpoint's answer for
+/// an unknown Content-Type (`unsupported`) and for a body that does not load (`malformed`).
+pub(crate) async fn bind(
+    head: &axum::http::request::Parts,
+    body: Body,
+    limit: usize,
+    unsupported: &str,
+    malformed: &str,
+) -> Result<Map<String, Value>, ApiError> {
+    Ok(parse_request(head, body, limit)
+        .await
+        .map_err(|e| e.answer(unsupported, malformed))?
+        .data)
 }
 
 /// [`parse`], with the file parts of a multipart body received into `storage`.
 pub(crate) async fn parse_with_files(
     headers: &HeaderMap,
+    query: Option<&str>,
     body: Body,
     limit: usize,
     storage: &crate::files::Storage,
 ) -> Result<Parsed, BindError> {
-    parse_into(headers, body, limit, Some(storage)).await
+    parse_into(headers, query, body, limit, Some(storage)).await
+}
+
+/// Go's form parser reads the URL's query with a form or multipart body and fails the body
+/// on a pair it refuses there.
+fn query_refused(query: Option<&str>) -> bool {
+    crate::http::url_pairs_checked(query.unwrap_or("")).1
 }
 
 async fn parse_into(
     headers: &HeaderMap,
+    query: Option<&str>,
     body: Body,
     limit: usize,
     storage: Option<&crate::files::Storage>,
@@ -256,6 +289,9 @@ async fn parse_into(
             Some(first) => first,
             None => return Ok(empty),
         };
+        if query_refused(query) {
+            return Err(BindError::Malformed);
+        }
         let boundary = ct
             .split(';')
             .filter_map(|p| p.trim().strip_prefix("boundary="))
@@ -302,7 +338,7 @@ async fn parse_into(
         let mut payloads = Vec::new();
         // A pair Go's form parser refuses (a broken escape, a `;`) fails the whole body.
         let (pairs, refused) = crate::http::url_pairs_checked(&String::from_utf8_lossy(&bytes));
-        if refused {
+        if refused || query_refused(query) {
             return Err(BindError::Malformed);
         }
         for (k, v) in pairs {

@@ -140,11 +140,12 @@ pub(crate) async fn view(
 async fn body_json(
     state: &Shared,
     headers: &HeaderMap,
+    query: Option<&str>,
     body: Body,
     unsupported: &str,
     malformed: &str,
 ) -> ApiResult<Value> {
-    let parsed = super::body::parse(headers, body, state.cfg.http.body_bytes_max)
+    let parsed = super::body::parse(headers, query, body, state.cfg.http.body_bytes_max)
         .await
         .map_err(|e| e.answer(unsupported, malformed))?;
     Ok(Value::Object(parsed.data))
@@ -260,21 +261,23 @@ fn refresh_views(
 pub(crate) async fn create(
     State(state): State<Shared>,
     _su: Superuser,
+    uri: axum::http::Uri,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    save(&state, &headers, body, None).await
+    save(&state, &headers, uri.query(), body, None).await
 }
 
 pub(crate) async fn update(
     State(state): State<Shared>,
     _su: Superuser,
+    uri: axum::http::Uri,
     headers: HeaderMap,
     Path(key): Path<String>,
     body: Body,
 ) -> ApiResult<Response> {
     let old = super::find_collection(&state, &key).ok_or_else(ApiError::not_found)?;
-    save(&state, &headers, body, Some(old)).await
+    save(&state, &headers, uri.query(), body, Some(old)).await
 }
 
 /// Create (`old` None) or update a collection for a caller already known to be a superuser: build
@@ -283,6 +286,7 @@ pub(crate) async fn update(
 async fn save(
     state: &Shared,
     headers: &HeaderMap,
+    query: Option<&str>,
     body: Body,
     old: Option<Arc<Collection>>,
 ) -> ApiResult<Response> {
@@ -297,7 +301,7 @@ async fn save(
     } else {
         "Failed to load the collection type data due to invalid formatting."
     };
-    let input = body_json(state, headers, body, unreadable, unreadable).await?;
+    let input = body_json(state, headers, query, body, unreadable, unreadable).await?;
     if let Some(old) = &old
         && let Some(Value::String(id)) = input.get("id")
         && !id.is_empty()
@@ -630,12 +634,14 @@ fn import_all(
 pub(crate) async fn import(
     State(state): State<Shared>,
     _su: Superuser,
+    uri: axum::http::Uri,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
     let input = body_json(
         &state,
         &headers,
+        uri.query(),
         body,
         super::body::MSG_UNSUPPORTED,
         super::body::MSG_LOAD_FAILED,
@@ -716,6 +722,7 @@ pub(crate) async fn import(
 pub(crate) async fn dry_run_view(
     State(state): State<Shared>,
     _su: Superuser,
+    uri: axum::http::Uri,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
@@ -723,6 +730,7 @@ pub(crate) async fn dry_run_view(
     let input = body_json(
         &state,
         &headers,
+        uri.query(),
         body,
         super::body::MSG_LOAD_FAILED,
         super::body::MSG_LOAD_FAILED,

@@ -131,10 +131,7 @@ pub(crate) async fn with_oauth2(
             .and_then(Value::as_str),
     )
     .map_err(|_| ApiError::bad_request())?;
-    let data = body::parse(&head.headers, body, state.cfg.http.body_bytes_max)
-        .await
-        .map_err(|e| e.answer(body::MSG_UNSUPPORTED, body::MSG_LOAD_FAILED))?
-        .data;
+    let data = super::auth_flows::read_body(&state, &head, body).await?;
     let name = text(&data, "provider");
     let code = text(&data, "code");
     let mut redirect_url = text(&data, "redirectURL");
@@ -482,7 +479,8 @@ pub(crate) async fn redirect(State(state): State<Shared>, request: Request) -> R
     let data = if head.method == axum::http::Method::GET {
         query_map(head.uri.query())
     } else {
-        match body::parse(&head.headers, body, state.cfg.http.body_bytes_max).await {
+        // Read as Go's FormValue reads it: a query pair Go refuses does not fail the form.
+        match body::parse(&head.headers, None, body, state.cfg.http.body_bytes_max).await {
             Ok(p) => p.data,
             Err(_) => return go(false),
         }

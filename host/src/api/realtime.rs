@@ -152,7 +152,7 @@ pub(crate) async fn subscribe(
     request: Request,
 ) -> ApiResult<Response> {
     let (head, body) = request.into_parts();
-    let data = body::parse(&head.headers, body, state.cfg.http.body_bytes_max)
+    let data = body::parse_request(&head, body, state.cfg.http.body_bytes_max)
         .await
         .map_err(|e| match e {
             body::BindError::TooLarge => ApiError::too_large(),

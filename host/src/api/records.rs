@@ -514,7 +514,7 @@ async fn write_request(
         .http
         .body_bytes_max
         .saturating_add(value::record_body_allowance(&c));
-    let parsed = body::parse_with_files(headers, body, limit, &state.records.files)
+    let parsed = body::parse_with_files(headers, raw, body, limit, &state.records.files)
         .await
         .map_err(|e| e.answer(body::MSG_UNSUPPORTED, super::error::MSG_BAD_REQUEST))?;
     Ok(WriteRequest {

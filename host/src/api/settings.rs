@@ -26,13 +26,12 @@ pub(crate) async fn update(
     request: Request,
 ) -> ApiResult<Response> {
     let (head, body) = request.into_parts();
-    let parsed = body::parse(&head.headers, body, state.cfg.http.body_bytes_max)
-        .await
-        .map_err(|e| e.answer(MSG_LOAD_FAILED, MSG_LOAD_FAILED))?;
+    let limit = state.cfg.http.body_bytes_max;
+    let data = body::bind(&head, body, limit, MSG_LOAD_FAILED, MSG_LOAD_FAILED).await?;
     let before = state.settings.current();
     let saved = state
         .settings
-        .update(&state.store, &parsed.data)
+        .update(&state.store, &data)
         .await
         .map_err(|e| match e {
             SettingsError::Bind(why) => {
@@ -53,12 +52,8 @@ pub(crate) async fn update(
 /// "loading" error.
 async fn test_body(state: &Shared, request: Request) -> ApiResult<Map<String, Value>> {
     let (head, body) = request.into_parts();
-    Ok(
-        body::parse(&head.headers, body, state.cfg.http.body_bytes_max)
-            .await
-            .map_err(|e| e.answer(MSG_LOAD_FAILED, MSG_LOAD_FAILED))?
-            .data,
-    )
+    let limit = state.cfg.http.body_bytes_max;
+    body::bind(&head, body, limit, MSG_LOAD_FAILED, MSG_LOAD_FAILED).await
 }
 
 fn text<'a>(m: &'a Map<String, Value>, key: &str) -> &'a str {

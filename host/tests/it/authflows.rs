@@ -987,7 +987,17 @@ fn auth_value(g: &mut Rng, key: &str, own: &Own) -> Value {
             .pick(&[json!({}), json!("x"), json!({"name": "a"})])
             .clone(),
         "duration" => g
-            .pick(&[json!(0), json!(60), json!(-1), json!("60")])
+            .pick(&[
+                json!(0),
+                json!(60),
+                json!(-1),
+                json!("60"),
+                json!("060"),
+                json!("0x1_0"),
+                json!("08"),
+                json!("1e2"),
+                json!(""),
+            ])
             .clone(),
         _ => g.pick(&[json!("x"), json!(""), json!("0")]).clone(),
     }
@@ -996,7 +1006,9 @@ fn auth_value(g: &mut Rng, key: &str, own: &Own) -> Value {
 /// A server's own values for generated requests.
 struct Own {
     user_token: String,
+    user_id: String,
     last_otp: String,
+    last_mfa: String,
 }
 
 /// Random and server-made values (tokens, ids, dates) masked, so two servers' answers compare.
@@ -1059,32 +1071,45 @@ fn generated_auth_requests_are_answered_as_by_the_reference() {
             json!({"name": "nopass", "type": "auth", "passwordAuth": {"enabled": false}}),
         );
     }
-    let user = |s: &Server| {
-        s.login("people", "known@example.com", "Secret-12345").json["token"]
-            .as_str()
-            .unwrap()
-            .to_owned()
+    // MFA: a password and an OTP, both asked for.
+    for (s, su) in [(&r, &su_r), (&f, &su_f)] {
+        s.create_collection(
+            su,
+            json!({"name": "mfausers", "type": "auth", "otp": {"enabled": true},
+                "mfa": {"enabled": true}}),
+        );
+        let made = s.req(
+            "POST",
+            "/api/collections/mfausers/records",
+            Some(su),
+            Some(
+                &json!({"email": "known@example.com", "password": "Secret-12345",
+                "passwordConfirm": "Secret-12345"}),
+            ),
+        );
+        assert_eq!(made.status, 200, "mfa user: {}", made.json);
+    }
+    let own_of = |s: &Server| {
+        let login = s.login("people", "known@example.com", "Secret-12345").json;
+        Own {
+            user_token: login["token"].as_str().unwrap().to_owned(),
+            user_id: login["record"]["id"].as_str().unwrap().to_owned(),
+            last_otp: String::new(),
+            last_mfa: String::new(),
+        }
     };
-    let mut own = [
-        Own {
-            user_token: user(&r),
-            last_otp: String::new(),
-        },
-        Own {
-            user_token: user(&f),
-            last_otp: String::new(),
-        },
-    ];
+    let mut own = [own_of(&r), own_of(&f)];
     let seed = env_num("AUTH_SEED").unwrap_or(0xa07f);
     let n = env_num("AUTH_CASES").unwrap_or(400);
     let mut g = Rng::new(seed);
     let endpoints: &[(&str, &[&str])] = &[
         (
             "auth-with-password",
-            &["identity", "password", "identityField"],
+            &["identity", "password", "identityField", "mfaId"],
         ),
         ("request-otp", &["email"]),
-        ("auth-with-otp", &["otpId", "password"]),
+        ("auth-with-otp", &["otpId", "password", "mfaId"]),
+        ("impersonate/{user}", &["duration"]),
         ("request-password-reset", &["email"]),
         (
             "confirm-password-reset",
@@ -1109,7 +1134,7 @@ fn generated_auth_requests_are_answered_as_by_the_reference() {
     let mut diffs = Vec::new();
     for i in 0..n {
         let collection = *g.pick(&[
-            "people", "people", "otpusers", "otpusers", "nopass", "nothing",
+            "people", "people", "otpusers", "otpusers", "mfausers", "mfausers", "nopass", "nothing",
         ]);
         let (endpoint, keys) = *g.pick(endpoints);
         let who = *g.pick(&["", "", "user", "su"]);
@@ -1126,9 +1151,12 @@ fn generated_auth_requests_are_answered_as_by_the_reference() {
             }
         }
         let encoding = g.below(20);
-        let path = format!("/api/collections/{collection}/{endpoint}");
         let mut answers = Vec::new();
         for (k, s) in [&r, &f].into_iter().enumerate() {
+            let path = format!(
+                "/api/collections/{collection}/{}",
+                endpoint.replace("{user}", &own[k].user_id)
+            );
             let token = match who {
                 "su" => Some(if k == 0 { su_r.as_str() } else { su_f.as_str() }),
                 "user" => Some(own[k].user_token.as_str()),
@@ -1168,12 +1196,15 @@ fn generated_auth_requests_are_answered_as_by_the_reference() {
             {
                 own[k].last_otp = id.to_owned();
             }
+            if let Some(id) = a.json["mfaId"].as_str() {
+                own[k].last_mfa = id.to_owned();
+            }
             answers.push(a);
         }
         let (a, b) = (&answers[0], &answers[1]);
         if (a.status, mask_made(&a.json)) != (b.status, mask_made(&b.json)) {
             diffs.push(format!(
-                "#{i} POST {path} as {who:?} (encoding {encoding}) {}:\n  pocketbase {} {}\n  ferrobase  {} {}",
+                "#{i} POST /api/collections/{collection}/{endpoint} as {who:?} (encoding {encoding}) {}:\n  pocketbase {} {}\n  ferrobase  {} {}",
                 Value::Object(bodies[1].clone()),
                 a.status,
                 a.json,
