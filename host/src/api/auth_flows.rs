@@ -143,14 +143,6 @@ fn go_parse_int(s: &str) -> Option<i64> {
     }
 }
 
-/// Whether the body was sent as JSON (its Content-Type's prefix, as the body reader picks it).
-fn is_json(headers: &axum::http::HeaderMap) -> bool {
-    headers
-        .get(axum::http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|ct| ct.starts_with("application/json"))
-}
-
 /// A form's string key: absent or null is empty; another JSON type does not bind (Go's
 /// decoder refuses a number for a string).
 pub(super) fn text(data: &Map<String, Value>, key: &str) -> ApiResult<String> {
@@ -801,7 +793,7 @@ pub(crate) async fn impersonate(
             .ok_or_else(|| ApiError::bad(body::MSG_LOAD_FAILED))?,
         // A form sends text: it binds when it reads as an integer. JSON text never binds to
         // PocketBase's integer.
-        Some(Value::String(_)) if is_json(&head.headers) => {
+        Some(Value::String(_)) if body::is_json(&head.headers) => {
             return Err(ApiError::bad(body::MSG_LOAD_FAILED));
         }
         Some(Value::String(s)) if s.is_empty() => 0,

@@ -151,9 +151,7 @@ pub(crate) async fn check_info_body(
     // PATCH.
     let ct = content_type(headers);
     let form = ct.starts_with("application/x-www-form-urlencoded");
-    if (form || ct.starts_with("multipart/form-data"))
-        && crate::http::url_pairs_checked(uri.query().unwrap_or("")).1
-    {
+    if (form || ct.starts_with("multipart/form-data")) && query_refused(uri.query()) {
         return Err(ApiError::bad_request());
     }
     if form && !matches!(method.as_str(), "POST" | "PUT" | "PATCH") {
@@ -257,6 +255,11 @@ pub(crate) async fn parse_with_files(
     storage: &crate::files::Storage,
 ) -> Result<Parsed, BindError> {
     parse_into(headers, query, body, limit, Some(storage)).await
+}
+
+/// Whether the body is sent as JSON (the Content-Type's prefix, as [`parse`] picks it).
+pub(crate) fn is_json(headers: &HeaderMap) -> bool {
+    content_type(headers).starts_with("application/json")
 }
 
 /// Go's form parser reads the URL's query with a form or multipart body and fails the body
