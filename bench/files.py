@@ -12,6 +12,9 @@ Scenarios (each server on a fresh data dir, pinned to --server-cpus; wrk on --wr
                 servers, under the same wrk runs as download_1m and download_16k: the most
                 this machine gives a server of either kind. Run once per rep, shown under the table
 
+Every run's data dir is kept until the bench ends (uploads leave about 2 GB per server and rep on
+disk meanwhile), so no run pays for deleting the one before it (see clear_work).
+
 Run through bench/files.sh (it builds ferrobase; the reference and wrk come from bench/run.sh).
 Stdlib only; every URL is on 127.0.0.1; every load run is bounded by --duration.
 """
@@ -80,9 +83,10 @@ def rss_kb(pid, key="VmRSS"):
 
 
 class Server:
-    def __init__(self, kind, a):
+    def __init__(self, kind, a, label):
         self.kind = kind
-        self.dir = os.path.join(a.work, kind)
+        # Each run's data stays until the whole bench ends (see clear_work).
+        self.dir = os.path.join(a.work, "runs", f"{kind}-{label}")
         shutil.rmtree(self.dir, ignore_errors=True)
         os.makedirs(self.dir)
         binary = {"ferrobase": a.ferrobase, "baseline": a.baseline}.get(kind, a.pb)
@@ -104,7 +108,29 @@ class Server:
     def stop(self):
         common.stop(self.proc)
         self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def clear_work(a, settle):
+    """Remove the data every run left. With `settle`, wait out the time a file system may spend
+    on recently deleted inodes: ext4 without a journal (this project's VM) scans past each inode
+    freed in the last ~35 s (dirty_expire + 5 s) when it picks one for a new file, and right after
+    thousands were freed that cost a third of an upload's CPU. Deleting each run's data just
+    before the next server started put that cost into the next run's numbers."""
+    runs = os.path.join(a.work, "runs")
+    if not os.path.isdir(runs) or not os.listdir(runs):
+        return
+    shutil.rmtree(runs, ignore_errors=True)
+    os.sync()
+    if settle:
+        expire = 30
+        try:
+            with open("/proc/sys/vm/dirty_expire_centisecs") as f:
+                expire = int(f.read()) // 100
+        except (OSError, ValueError):
+            pass
+        print(f"[files] removed earlier runs' data; waiting {expire + 6} s for the file system to settle",
+              file=sys.stderr)
+        time.sleep(expire + 6)
 
 
 def setup(s):
@@ -212,11 +238,11 @@ def rss_20x20(s):
             "ok": sum(1 for x in statuses if x == 200), "clients": clients}
 
 
-def run(a, kind):
+def run(a, kind, rep):
     row = {"server": kind}
     # The previous run's writes (400 MB in rss_20x20) are flushed first, not during this one.
     os.sync()
-    s = Server(kind, a)
+    s = Server(kind, a, f"rep{rep}")
     try:
         fx = setup(s)
         if "upload_1m" in a.only:
@@ -233,7 +259,7 @@ def run(a, kind):
     if "rss_20x20" in a.only:
         # Last (its 400 MB of writes would slow the runs after it), on a server of its own
         # (what the throughput runs left in the heap is not counted).
-        s = Server(kind, a)
+        s = Server(kind, a, f"rep{rep}-rss")
         try:
             setup(s)
             row["rss_20x20"] = rss_20x20(s)
@@ -343,13 +369,15 @@ def main():
     a.work = os.path.join(HERE, "work", "files")
     a.run_id = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
     rows = []
+    clear_work(a, settle=True)
     for rep in range(a.reps):
         for kind in a.servers.split(","):  # alternating, so drift hits both
             print(f"[files] rep {rep + 1}/{a.reps} {kind}", file=sys.stderr)
-            rows.append(run(a, kind))
+            rows.append(run(a, kind, rep + 1))
         if "floor" in a.only:
             print(f"[files] rep {rep + 1}/{a.reps} floor", file=sys.stderr)
             rows.append(run_floor(a))
+    clear_work(a, settle=False)
     md = render(rows, a)
     print(md)
     out = os.path.join(HERE, "results", f"files-{a.run_id}.md")

@@ -244,7 +244,6 @@ impl Storage {
         let temp = self
             .temp
             .join(format!("{}.part", crate::schema::ids::lower_alnum(20)));
-        let file = tokio::fs::File::create(&temp).await?.into_std().await;
         Ok(Receiving {
             upload: Upload {
                 original: original.to_owned(),
@@ -255,7 +254,7 @@ impl Storage {
                 md5: [0; 16],
                 temp: Some(temp),
             },
-            file: Some(file),
+            file: TempFile::NotYet,
             pending: Vec::new(),
             head: Vec::new(),
             md5: md5::Md5::new(),
@@ -576,13 +575,22 @@ fn ignore_missing(r: io::Result<()>) -> io::Result<()> {
 /// the first [`SNIFF_BYTES`] kept to detect its type. They are gathered into batches of
 /// [`WRITE_BATCH_BYTES`], each written and hashed in one trip to the blocking pool (a trip per
 /// network chunk cost two thread switches per few KiB, and the hash would hold the worker).
+/// The temporary file is created by the first trip, not one of its own.
 pub(crate) struct Receiving {
     upload: Upload,
-    /// `None` only if a batch's trip failed.
-    file: Option<std::fs::File>,
+    file: TempFile,
     pending: Vec<u8>,
     head: Vec<u8>,
     md5: md5::Md5,
+}
+
+/// The temporary file of a [`Receiving`].
+enum TempFile {
+    /// Not created yet: the first batch's trip creates it.
+    NotYet,
+    Open(std::fs::File),
+    /// A batch's trip failed (or is away on the blocking pool).
+    Gone,
 }
 
 /// How many received bytes one trip to the blocking pool writes (one per upload in flight is
@@ -605,25 +613,35 @@ impl Receiving {
 
     /// Write and hash the gathered bytes on the blocking pool; the buffer comes back for reuse.
     async fn write_pending(&mut self) -> io::Result<()> {
-        if self.pending.is_empty() {
-            return Ok(());
-        }
-        let mut file = self
-            .file
-            .take()
-            .ok_or_else(|| io::Error::other("an earlier write failed"))?;
+        let file = match std::mem::replace(&mut self.file, TempFile::Gone) {
+            TempFile::Open(file) if self.pending.is_empty() => {
+                self.file = TempFile::Open(file);
+                return Ok(());
+            }
+            TempFile::Open(file) => Some(file),
+            TempFile::NotYet => None,
+            TempFile::Gone => return Err(io::Error::other("an earlier write failed")),
+        };
+        let temp = self
+            .upload
+            .temp
+            .clone()
+            .ok_or_else(|| io::Error::other("upload already placed"))?;
         let buf = std::mem::take(&mut self.pending);
         let mut md5 = std::mem::take(&mut self.md5);
-        let (file, mut buf, md5, written) = tokio::task::spawn_blocking(move || {
+        let (written, mut buf, md5) = tokio::task::spawn_blocking(move || {
             md5.update(&buf);
-            let written = file.write_all(&buf);
-            (file, buf, md5, written)
+            let written = match file {
+                Some(file) => Ok(file),
+                None => std::fs::File::create(&temp),
+            }
+            .and_then(|mut file| file.write_all(&buf).map(|()| file));
+            (written, buf, md5)
         })
         .await
         .map_err(io::Error::other)?;
-        written?;
         buf.clear();
-        (self.file, self.pending, self.md5) = (Some(file), buf, md5);
+        (self.file, self.pending, self.md5) = (TempFile::Open(written?), buf, md5);
         Ok(())
     }
 
@@ -832,6 +850,32 @@ mod tests {
             )
         );
         assert_eq!(Storage::content_type(&path), "image/png");
+        assert_eq!(temp_files(dir.path()), 0);
+    }
+
+    /// The temporary file is made by the first batch's trip: an empty upload still gets one, and
+    /// an upload of several batches keeps every byte in order.
+    #[tokio::test]
+    async fn empty_and_many_batch_uploads_are_placed_whole() {
+        let (dir, s) = storage();
+        let big: Vec<u8> = (0..WRITE_BATCH_BYTES * 3 + 12_345)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        for (name, bytes) in [("empty.txt", &b""[..]), ("big.bin", &big[..])] {
+            let mut r = s.receive(name).await.unwrap();
+            for chunk in bytes.chunks(65_000) {
+                r.write(chunk).await.unwrap();
+            }
+            let up = r.finish().await.unwrap();
+            assert_eq!(up.size, bytes.len() as u64);
+            let stored = up.name.clone();
+            s.place("pbc_1", "rec1", up).unwrap();
+            let path = dir.path().join("storage/pbc_1/rec1").join(&stored);
+            assert_eq!(std::fs::read(&path).unwrap(), bytes, "{name}");
+            let md5 = base64::engine::general_purpose::STANDARD.encode(md5::Md5::digest(bytes));
+            let attrs = std::fs::read_to_string(sidecar(&path)).unwrap();
+            assert!(attrs.ends_with(&format!("\"md5\":\"{md5}\"}}")), "{attrs}");
+        }
         assert_eq!(temp_files(dir.path()), 0);
     }
 
