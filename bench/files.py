@@ -115,22 +115,34 @@ def clear_work(a, settle):
     on recently deleted inodes: ext4 without a journal (this project's VM) scans past each inode
     freed in the last ~35 s (dirty_expire + 5 s) when it picks one for a new file, and right after
     thousands were freed that cost a third of an upload's CPU. Deleting each run's data just
-    before the next server started put that cost into the next run's numbers."""
+    before the next server started put that cost into the next run's numbers. The time of the
+    last removal is kept, so a bench started right after another waits too."""
     runs = os.path.join(a.work, "runs")
-    if not os.path.isdir(runs) or not os.listdir(runs):
+    stamp = os.path.join(a.work, "cleared-at")
+    if os.path.isdir(runs) and os.listdir(runs):
+        shutil.rmtree(runs, ignore_errors=True)
+        os.sync()
+        os.makedirs(a.work, exist_ok=True)
+        with open(stamp, "w") as f:
+            f.write(str(time.time()))
+    if not settle:
         return
-    shutil.rmtree(runs, ignore_errors=True)
-    os.sync()
-    if settle:
-        expire = 30
-        try:
-            with open("/proc/sys/vm/dirty_expire_centisecs") as f:
-                expire = int(f.read()) // 100
-        except (OSError, ValueError):
-            pass
-        print(f"[files] removed earlier runs' data; waiting {expire + 6} s for the file system to settle",
-              file=sys.stderr)
-        time.sleep(expire + 6)
+    try:
+        with open(stamp) as f:
+            cleared = float(f.read())
+    except (OSError, ValueError):
+        return
+    expire = 30
+    try:
+        with open("/proc/sys/vm/dirty_expire_centisecs") as f:
+            expire = int(f.read()) // 100
+    except (OSError, ValueError):
+        pass
+    left = cleared + expire + 6 - time.time()
+    if left > 0:
+        print(f"[files] earlier runs' data was removed {time.time() - cleared:.0f} s ago; "
+              f"waiting {left:.0f} s for the file system to settle", file=sys.stderr)
+        time.sleep(left)
 
 
 def setup(s):

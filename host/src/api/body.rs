@@ -167,6 +167,15 @@ pub(crate) async fn check_info_body(
 /// How the auth and import endpoints word a body that does not parse.
 pub(crate) const MSG_LOAD_FAILED: &str = "An error occurred while loading the submitted data.";
 
+/// Go's `strconv.ParseBool`: its words for true and false, anything else `None`.
+pub(crate) fn go_parse_bool(s: &str) -> Option<bool> {
+    match s {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
+    }
+}
+
 /// PocketBase infers plain form values: "true"/"false" become bools, a numeric string becomes a
 /// number only when it prints back identically.
 fn infer(s: &str) -> Value {
@@ -208,6 +217,42 @@ pub(crate) struct Parsed {
     /// Names of multipart text parts whose bytes were not UTF-8 (their values hold U+FFFD for
     /// each invalid byte; a json field refuses such text as PocketBase does).
     pub not_utf8: Vec<String>,
+    /// A form's or multipart body's values as sent, for endpoints that bind them as Go binds a
+    /// form into a struct (`None` for JSON or no body).
+    pub form: Option<FormValues>,
+    /// A multipart Content-Type with no body bytes at all (Go's multipart reader fails on it
+    /// where an endpoint parses the form itself, as record writes do).
+    pub empty_multipart: bool,
+}
+
+/// The plain values of a form or multipart body, as text in the order sent, and its
+/// `@jsonPayload` objects merged.
+#[derive(Default)]
+pub(crate) struct FormValues {
+    pub plain: Vec<(String, String)>,
+    pub payload: Map<String, Value>,
+}
+
+impl FormValues {
+    /// The body as PocketBase binds a form into a struct whose only fields a form value can set
+    /// are the texts named in `texts` (the key's first value) and the lists of text named in
+    /// `text_lists` (every value of the key, in order), by their exact names: every other
+    /// plain value is left out (a struct or map field takes none), then the payload's keys go
+    /// on top.
+    pub(crate) fn into_struct(self, texts: &[&str], text_lists: &[&str]) -> Map<String, Value> {
+        let mut out = Map::new();
+        for (k, v) in self.plain {
+            if texts.contains(&k.as_str()) {
+                out.entry(k).or_insert(Value::String(v));
+            } else if text_lists.contains(&k.as_str()) {
+                if let Value::Array(a) = out.entry(k).or_insert_with(|| Value::Array(Vec::new())) {
+                    a.push(Value::String(v));
+                }
+            }
+        }
+        out.extend(self.payload);
+        out
+    }
 }
 
 /// Bind a request body as PocketBase does: an empty body binds nothing (whatever its type);
@@ -279,6 +324,8 @@ async fn parse_into(
         data: Map::new(),
         files: Vec::new(),
         not_utf8: Vec::new(),
+        form: None,
+        empty_multipart: false,
     };
     let ct = content_type(headers);
     if ct.starts_with("multipart/form-data") {
@@ -290,7 +337,12 @@ async fn parse_into(
         let mut stream = limited_stream(body, limit);
         let first = match next_chunk(&mut stream).await? {
             Some(first) => first,
-            None => return Ok(empty),
+            None => {
+                return Ok(Parsed {
+                    empty_multipart: true,
+                    ..empty
+                });
+            }
         };
         if query_refused(query) {
             return Err(BindError::Malformed);
@@ -331,6 +383,8 @@ async fn parse_into(
                 data,
                 files: Vec::new(),
                 not_utf8: Vec::new(),
+                form: None,
+                empty_multipart: false,
             }),
             Ok(Value::Null) => Ok(empty),
             _ => Err(BindError::Malformed),
@@ -344,18 +398,23 @@ async fn parse_into(
         if refused || query_refused(query) {
             return Err(BindError::Malformed);
         }
+        let mut form = FormValues::default();
         for (k, v) in pairs {
             if k == "@jsonPayload" {
                 payloads.push(v);
                 continue;
             }
-            push(&mut data, k, infer(&v));
+            push(&mut data, k.clone(), infer(&v));
+            form.plain.push((k, v));
         }
         // As in a multipart body: each JSON object merged in after the plain values, anything
         // else refused.
         for v in payloads {
             match parse_json_body(v.as_bytes()) {
-                Ok(Value::Object(m)) => merge_payload(&mut data, m)?,
+                Ok(Value::Object(m)) => {
+                    form.payload.extend(m.clone());
+                    merge_payload(&mut data, m)?;
+                }
                 _ => return Err(BindError::Malformed),
             }
         }
@@ -363,7 +422,16 @@ async fn parse_into(
             data,
             files: Vec::new(),
             not_utf8: Vec::new(),
+            form: Some(form),
+            empty_multipart: false,
         });
+    }
+    // Go's binder decodes XML into the endpoint's target: a record's data (a map) never takes
+    // it, so it fails as a body that does not parse. (A struct target would take a well-formed
+    // document, matching elements by its Go field names; ferrobase does not, see the
+    // `bodies` differential's known divergences.)
+    if ct.starts_with("application/xml") || ct.starts_with("text/xml") {
+        return Err(BindError::Malformed);
     }
     Err(BindError::Unsupported)
 }
@@ -400,6 +468,7 @@ where
     let mut payloads = Vec::new();
     let mut files = Vec::new();
     let mut not_utf8 = Vec::new();
+    let mut form = FormValues::default();
     while let Some(mut field) = mp.next_field().await.map_err(&why)? {
         let name = field.name().unwrap_or("").to_owned();
         // Go's reader takes a part with an empty file name for a value.
@@ -426,12 +495,16 @@ where
             if std::str::from_utf8(&raw).is_err() {
                 not_utf8.push(name.clone());
             }
-            push(&mut data, name, infer(&text));
+            push(&mut data, name.clone(), infer(&text));
+            form.plain.push((name, text));
         }
     }
     for text in payloads {
         match parse_json_body(text.as_bytes()) {
-            Ok(Value::Object(m)) => merge_payload(&mut data, m)?,
+            Ok(Value::Object(m)) => {
+                form.payload.extend(m.clone());
+                merge_payload(&mut data, m)?;
+            }
             _ => return Err(BindError::Malformed),
         }
     }
@@ -439,6 +512,8 @@ where
         data,
         files,
         not_utf8,
+        form: Some(form),
+        empty_multipart: false,
     })
 }
 

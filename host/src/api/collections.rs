@@ -631,6 +631,50 @@ fn import_all(
     Ok(())
 }
 
+/// The import body bound as PocketBase binds it into its form struct: `collections` a list of
+/// objects (a null entry binds as an empty one), `deleteMissing` a bool, anything else the
+/// loading error. Of a form's plain values only `deleteMissing` binds (Go's `ParseBool` of its
+/// first value, an empty one leaving it false); a plain `collections` value cannot. The
+/// `@jsonPayload` keys go on top as JSON.
+fn import_input(parsed: super::body::Parsed) -> Result<(Option<Vec<Value>>, bool), ()> {
+    let (mut list, mut delete_missing) = (None, false);
+    let json = match parsed.form {
+        None => parsed.data,
+        Some(form) => {
+            if form.plain.iter().any(|(k, _)| k == "collections") {
+                return Err(());
+            }
+            if let Some((_, v)) = form.plain.iter().find(|(k, _)| k == "deleteMissing")
+                && !v.is_empty()
+            {
+                delete_missing = super::body::go_parse_bool(v).ok_or(())?;
+            }
+            form.payload
+        }
+    };
+    match json.get("collections") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(entries)) => {
+            let entries = entries
+                .iter()
+                .map(|e| match e {
+                    Value::Object(_) => Ok(e.clone()),
+                    Value::Null => Ok(Value::Object(Map::new())),
+                    _ => Err(()),
+                })
+                .collect::<Result<Vec<_>, ()>>()?;
+            list = Some(entries);
+        }
+        Some(_) => return Err(()),
+    }
+    match json.get("deleteMissing") {
+        None | Some(Value::Null) => {}
+        Some(Value::Bool(b)) => delete_missing = *b,
+        Some(_) => return Err(()),
+    }
+    Ok((list, delete_missing))
+}
+
 pub(crate) async fn import(
     State(state): State<Shared>,
     _su: Superuser,
@@ -638,15 +682,11 @@ pub(crate) async fn import(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    let input = body_json(
-        &state,
-        &headers,
-        uri.query(),
-        body,
-        super::body::MSG_UNSUPPORTED,
-        super::body::MSG_LOAD_FAILED,
-    )
-    .await?;
+    let parsed = super::body::parse(&headers, uri.query(), body, state.cfg.http.body_bytes_max)
+        .await
+        .map_err(|e| e.answer(super::body::MSG_UNSUPPORTED, super::body::MSG_LOAD_FAILED))?;
+    let (list, delete_missing) =
+        import_input(parsed).map_err(|()| ApiError::bad(super::body::MSG_LOAD_FAILED))?;
     let fail = |why: String| {
         let mut data = Map::new();
         data.insert(
@@ -662,10 +702,8 @@ pub(crate) async fn import(
             data,
         )
     };
-    let Some(Value::Array(list)) = input.get("collections").filter(|c| {
-        // An empty list is as missing as no list.
-        c.as_array().is_some_and(|a| !a.is_empty())
-    }) else {
+    // An empty list is as missing as no list.
+    let Some(list) = list.filter(|l| !l.is_empty()) else {
         let mut data = Map::new();
         data.insert(
             "collections".into(),
@@ -677,11 +715,6 @@ pub(crate) async fn import(
             data,
         ));
     };
-    let delete_missing = input
-        .get("deleteMissing")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let list = list.clone();
     let store = Arc::clone(&state.store);
     let before: Vec<String> = state
         .store

@@ -221,7 +221,7 @@ pub(crate) async fn token(State(state): State<Shared>, request: Request) -> ApiR
 
 /// Go's `strconv.ParseBool`, failures false.
 fn go_parse_bool(s: &str) -> bool {
-    matches!(s, "1" | "t" | "T" | "TRUE" | "true" | "True")
+    super::body::go_parse_bool(s) == Some(true)
 }
 
 pub(crate) async fn serve(

@@ -152,13 +152,18 @@ pub(crate) async fn subscribe(
     request: Request,
 ) -> ApiResult<Response> {
     let (head, body) = request.into_parts();
-    let data = body::parse_request(&head, body, state.cfg.http.body_bytes_max)
+    let parsed = body::parse_request(&head, body, state.cfg.http.body_bytes_max)
         .await
         .map_err(|e| match e {
             body::BindError::TooLarge => ApiError::too_large(),
             _ => ApiError::bad_request(),
-        })?
-        .data;
+        })?;
+    // A form binds as Go binds it into the subscribe form's struct: `clientId` its first value,
+    // `subscriptions` all of its values.
+    let data = match parsed.form {
+        Some(form) => form.into_struct(&["clientId"], &["subscriptions"]),
+        None => parsed.data,
+    };
     let client_id = match data.get("clientId") {
         None | Some(Value::Null) => String::new(),
         Some(Value::String(s)) => s.clone(),

@@ -23,6 +23,9 @@ use bytes::Bytes;
 use serde_json::{Map, Value};
 use std::sync::Arc;
 
+/// A record write whose multipart body has no bytes at all.
+const MSG_READ_FAILED: &str = "Failed to read the submitted data.";
+
 pub(crate) fn paging(q: &Map<String, Value>, limits: &Limits) -> ApiResult<(i64, i64)> {
     let int = |k: &str, default: i64| -> ApiResult<i64> {
         match q.get(k).and_then(Value::as_str) {
@@ -42,9 +45,7 @@ pub(crate) fn paging(q: &Map<String, Value>, limits: &Limits) -> ApiResult<(i64,
 pub(crate) fn skip_total(q: &Map<String, Value>) -> ApiResult<bool> {
     match q.get("skipTotal").and_then(Value::as_str) {
         None | Some("") => Ok(false),
-        Some("1" | "t" | "T" | "true" | "TRUE" | "True") => Ok(true),
-        Some("0" | "f" | "F" | "false" | "FALSE" | "False") => Ok(false),
-        Some(_) => Err(ApiError::bad_request()),
+        Some(s) => body::go_parse_bool(s).ok_or_else(ApiError::bad_request),
     }
 }
 
@@ -517,6 +518,9 @@ async fn write_request(
     let parsed = body::parse_with_files(headers, raw, body, limit, &state.records.files)
         .await
         .map_err(|e| e.answer(body::MSG_UNSUPPORTED, super::error::MSG_BAD_REQUEST))?;
+    if parsed.empty_multipart {
+        return Err(ApiError::bad(MSG_READ_FAILED));
+    }
     Ok(WriteRequest {
         c,
         who,

@@ -27,7 +27,16 @@ pub(crate) async fn update(
 ) -> ApiResult<Response> {
     let (head, body) = request.into_parts();
     let limit = state.cfg.http.body_bytes_max;
-    let data = body::bind(&head, body, limit, MSG_LOAD_FAILED, MSG_LOAD_FAILED).await?;
+    let parsed = body::parse_request(&head, body, limit)
+        .await
+        .map_err(|e| e.answer(MSG_LOAD_FAILED, MSG_LOAD_FAILED))?;
+    // A form binds as Go binds it into the settings struct: of its plain values only
+    // `superuserIPs` (a list of text) can be set; each group is an object, which a form value
+    // cannot fill, so it is left as it was. `@jsonPayload` patches like a JSON body.
+    let data = match parsed.form {
+        Some(form) => form.into_struct(&[], &["superuserIPs"]),
+        None => parsed.data,
+    };
     let before = state.settings.current();
     let saved = state
         .settings

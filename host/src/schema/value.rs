@@ -772,10 +772,16 @@ pub(crate) fn apply_modifier(f: &Field, current: &Value, modifier: Modifier, arg
                 return current.clone();
             };
             let d = as_number(arg);
-            match modifier {
-                Modifier::Append => number(cur + d),
-                Modifier::Subtract => number(cur - d),
-                Modifier::Prepend => current.clone(),
+            let sum = match modifier {
+                Modifier::Append => cur + d,
+                Modifier::Subtract => cur - d,
+                Modifier::Prepend => return current.clone(),
+            };
+            // A sum past f64's range is an infinity, refused like one sent as text.
+            if sum.is_finite() {
+                number(sum)
+            } else {
+                json!(NOT_A_NUMBER)
             }
         }
         FieldType::Select | FieldType::Relation | FieldType::File => {

@@ -436,6 +436,17 @@ pub(super) fn auth_create_checks(
             verr("validation_values_mismatch", "Values don't match."),
         );
     }
+    // Reported with the password's errors, as one form.
+    if let Some(vi) = idx(c, "verified") {
+        if c.id == SUPERUSERS_ID {
+            draft.values[vi] = json!(true);
+        } else if !superuser && draft.values[vi] == json!(true) {
+            form.insert(
+                "verified".into(),
+                verr("validation_values_mismatch", "Values don't match."),
+            );
+        }
+    }
     if !form.is_empty() {
         return Err(validation_error(MSG_CREATE_FAILED, form));
     }
@@ -448,18 +459,6 @@ pub(super) fn auth_create_checks(
         // Left empty, it is generated (a value sent by a superuser is validated as it is).
         draft.values[ti] = json!(ids::secret(50));
         skip.push(ti);
-    }
-    if let Some(vi) = idx(c, "verified") {
-        if c.id == SUPERUSERS_ID {
-            draft.values[vi] = json!(true);
-        } else if !superuser && draft.values[vi] == json!(true) {
-            let mut e = Map::new();
-            e.insert(
-                "verified".into(),
-                verr("validation_values_mismatch", "Values don't match."),
-            );
-            return Err(validation_error(MSG_CREATE_FAILED, e));
-        }
     }
     Ok(skip)
 }

@@ -1,5 +1,5 @@
 //! Differential tests: generated requests sent to ferrobase and to the reference PocketBase
-//! 0.40.6 started by the test, their answers compared. Nine suites share this plumbing:
+//! 0.40.6 started by the test, their answers compared. Ten suites share this plumbing:
 //!
 //! * `filters`: filters and sorts over a fixed fixture, compared id for id;
 //! * `collections`: collection definitions and updates (names, every field type and its
@@ -20,7 +20,10 @@
 //! * `emails`: address-like strings as email field values and as `meta.senderAddress` (one
 //!   rule in PocketBase), compared verdict for verdict;
 //! * `urls`: URL-like strings as url field values and as `meta.appURL` (PocketBase judges both
-//!   with one rule), compared verdict for verdict.
+//!   with one rule), compared verdict for verdict;
+//! * `bodies`: generated bodies on every write endpoint (records, collections, import, settings,
+//!   batch, file tokens, realtime) in every encoding and framing a client may send, compared by
+//!   status, the masked answer and the state left behind.
 //!
 //! Run one suite: `cargo test --release -p ferrobase --test it differential::records`.
 //!
@@ -41,6 +44,7 @@
 //! divergences (`Known`: a glob over the case's text, with the reason) is reported and does not
 //! fail.
 
+mod bodies;
 mod collections;
 mod collections_list;
 mod emails;
