@@ -7,15 +7,18 @@ use axum::body::Body;
 use axum::http::{HeaderMap, header};
 use serde_json::{Map, Value};
 
-/// Read the whole body, refusing (413) as soon as it passes `limit` bytes.
 /// A body that could not be read in full: too long, or cut short or garbled on the wire (a bad
 /// chunk, a client gone mid-body).
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum ReadError {
+    /// Its declared length is past the limit (nothing read).
     TooLarge,
+    /// It went past the limit while being read (a chunked body declares no length).
+    Overflowed,
     Broken,
 }
 
+/// Read the whole body, refusing it as soon as it passes `limit` bytes.
 pub(crate) async fn read_limited(
     headers: &HeaderMap,
     body: Body,
@@ -31,7 +34,7 @@ pub(crate) async fn read_limited(
             if e.downcast_ref::<http_body_util::LengthLimitError>()
                 .is_some() =>
         {
-            Err(ReadError::TooLarge)
+            Err(ReadError::Overflowed)
         }
         Err(_) => Err(ReadError::Broken),
     }
@@ -76,7 +79,7 @@ async fn next_chunk(body: &mut Frames) -> Result<Option<bytes::Bytes>, BindError
                     if e.downcast_ref::<http_body_util::LengthLimitError>()
                         .is_some()
                     {
-                        BindError::TooLarge
+                        BindError::Overflowed
                     } else {
                         BindError::Malformed
                     },
@@ -98,8 +101,11 @@ fn content_type(headers: &HeaderMap) -> &str {
 /// Why a body could not be bound. Each endpoint words these its own way, as PocketBase does.
 #[derive(Debug)]
 pub(crate) enum BindError {
-    /// Past `http.body_bytes_max` (413 everywhere).
+    /// A declared length past the limit (413 everywhere, as Go's body limit answers it).
     TooLarge,
+    /// A body (chunked) that went past the limit while being read: Go's reader then fails, and
+    /// each endpoint answers as for a body that does not load (record writes with a 413).
+    Overflowed,
     /// A non-empty body that is neither JSON, multipart nor a urlencoded form.
     Unsupported,
     /// JSON that does not parse to an object (or null), or a broken multipart body.
@@ -113,7 +119,7 @@ impl BindError {
         match self {
             Self::TooLarge => ApiError::too_large(),
             Self::Unsupported => ApiError::bad(unsupported),
-            Self::Malformed => ApiError::bad(malformed),
+            Self::Malformed | Self::Overflowed => ApiError::bad(malformed),
         }
     }
 }
@@ -159,7 +165,7 @@ pub(crate) async fn check_info_body(
     }
     match parse(headers, uri.query(), body, limit).await {
         Ok(_) => Ok(()),
-        Err(BindError::Malformed) => Err(ApiError::bad_request()),
+        Err(BindError::Malformed | BindError::Overflowed) => Err(ApiError::bad_request()),
         Err(e) => Err(e.answer(MSG_UNSUPPORTED, MSG_UNSUPPORTED)),
     }
 }
@@ -177,19 +183,19 @@ pub(crate) fn go_parse_bool(s: &str) -> Option<bool> {
 }
 
 /// PocketBase infers plain form values: "true"/"false" become bools, a numeric string becomes a
-/// number only when it prints back identically.
+/// number only when it prints back identically (without an exponent: `1e3` stays text).
 fn infer(s: &str) -> Value {
     match s {
         "true" => Value::Bool(true),
         "false" => Value::Bool(false),
         _ => {
+            // Go's check: the value printed back with `FormatFloat(f, 'f', -1, 64)` (shortest
+            // digits, never an exponent, as Rust's `Display` prints an f64).
             if let Ok(n) = s.parse::<f64>()
                 && n.is_finite()
+                && format!("{n}") == s
             {
-                let v = crate::schema::value::number(n);
-                if v.to_string().as_str() == s {
-                    return v;
-                }
+                return crate::schema::value::number(n);
             }
             Value::String(s.to_owned())
         }
@@ -223,6 +229,9 @@ pub(crate) struct Parsed {
     /// A multipart Content-Type with no body bytes at all (Go's multipart reader fails on it
     /// where an endpoint parses the form itself, as record writes do).
     pub empty_multipart: bool,
+    /// A `@jsonPayload` key of another JSON kind than a plain value of the same key: a body
+    /// bound into a map (a record's data) fails on it; one bound into a struct does not.
+    pub payload_conflict: bool,
 }
 
 /// The plain values of a form or multipart body, as text in the order sent, and its
@@ -264,7 +273,27 @@ pub(crate) async fn parse(
     body: Body,
     limit: usize,
 ) -> Result<Parsed, BindError> {
+    map_bound(parse_into(headers, query, body, limit, None).await)
+}
+
+/// [`parse`] for an endpoint that binds the body into a struct (through
+/// [`FormValues::into_struct`] when it is a form): a payload key of another kind than its plain
+/// value does not fail it.
+pub(crate) async fn parse_struct(
+    headers: &HeaderMap,
+    query: Option<&str>,
+    body: Body,
+    limit: usize,
+) -> Result<Parsed, BindError> {
     parse_into(headers, query, body, limit, None).await
+}
+
+/// A body bound into a map fails on a payload key of another kind than its plain value.
+fn map_bound(parsed: Result<Parsed, BindError>) -> Result<Parsed, BindError> {
+    match parsed {
+        Ok(p) if p.payload_conflict => Err(BindError::Malformed),
+        other => other,
+    }
 }
 
 /// [`parse`] of a request's body, the query taken from its head.
@@ -299,7 +328,7 @@ pub(crate) async fn parse_with_files(
     limit: usize,
     storage: &crate::files::Storage,
 ) -> Result<Parsed, BindError> {
-    parse_into(headers, query, body, limit, Some(storage)).await
+    map_bound(parse_into(headers, query, body, limit, Some(storage)).await)
 }
 
 /// Whether the body is sent as JSON (the Content-Type's prefix, as [`parse`] picks it).
@@ -326,6 +355,7 @@ async fn parse_into(
         not_utf8: Vec::new(),
         form: None,
         empty_multipart: false,
+        payload_conflict: false,
     };
     let ct = content_type(headers);
     if ct.starts_with("multipart/form-data") {
@@ -370,6 +400,7 @@ async fn parse_into(
         .await
         .map_err(|e| match e {
             ReadError::TooLarge => BindError::TooLarge,
+            ReadError::Overflowed => BindError::Overflowed,
             // PocketBase's JSON (or form) reader fails on the broken stream the same way.
             ReadError::Broken => BindError::Malformed,
         })?;
@@ -385,6 +416,7 @@ async fn parse_into(
                 not_utf8: Vec::new(),
                 form: None,
                 empty_multipart: false,
+                payload_conflict: false,
             }),
             Ok(Value::Null) => Ok(empty),
             _ => Err(BindError::Malformed),
@@ -399,6 +431,7 @@ async fn parse_into(
             return Err(BindError::Malformed);
         }
         let mut form = FormValues::default();
+        let mut conflict = false;
         for (k, v) in pairs {
             if k == "@jsonPayload" {
                 payloads.push(v);
@@ -413,7 +446,7 @@ async fn parse_into(
             match parse_json_body(v.as_bytes()) {
                 Ok(Value::Object(m)) => {
                     form.payload.extend(m.clone());
-                    merge_payload(&mut data, m)?;
+                    conflict |= merge_payload(&mut data, m).is_err();
                 }
                 _ => return Err(BindError::Malformed),
             }
@@ -424,6 +457,7 @@ async fn parse_into(
             not_utf8: Vec::new(),
             form: Some(form),
             empty_multipart: false,
+            payload_conflict: conflict,
         });
     }
     // Go's binder decodes XML into the endpoint's target: a record's data (a map) never takes
@@ -499,11 +533,12 @@ where
             form.plain.push((name, text));
         }
     }
+    let mut conflict = false;
     for text in payloads {
         match parse_json_body(text.as_bytes()) {
             Ok(Value::Object(m)) => {
                 form.payload.extend(m.clone());
-                merge_payload(&mut data, m)?;
+                conflict |= merge_payload(&mut data, m).is_err();
             }
             _ => return Err(BindError::Malformed),
         }
@@ -514,6 +549,7 @@ where
         not_utf8,
         form: Some(form),
         empty_multipart: false,
+        payload_conflict: conflict,
     })
 }
 

@@ -529,9 +529,7 @@ fn import_all(
     delete_missing: bool,
 ) -> Result<(), StoreError> {
     let invalid = |name: &str, id: &str, why: String| {
-        StoreError::Invalid(format!(
-            "Data validations failed for collection {name:?} ({id}):\n{why}"
-        ))
+        StoreError::Invalid(format!("{MSG_IMPORT_INVALID} {name:?} ({id}):\n{why}"))
     };
     let start = store.schema();
     let mut current: Vec<Collection> = start.collections.iter().map(|c| (**c).clone()).collect();
@@ -621,14 +619,72 @@ fn import_all(
         }
         check_rules(&fin, &mut built, Some(c));
         if !built.errors.is_empty() {
-            return Err(invalid(
-                &c.name,
-                &c.id,
-                Value::Object(built.errors).to_string(),
-            ));
+            return Err(StoreError::Invalid(format!(
+                "{MSG_IMPORT_INVALID} {:?} ({}):\n{}.",
+                c.name,
+                c.id,
+                go_errors_text(&built.errors, 0)
+            )));
         }
     }
     Ok(())
+}
+
+/// How an import names the collection that failed its validation.
+const MSG_IMPORT_INVALID: &str = "Data validations failed for collection";
+
+/// Validation errors as Go's `json.MarshalIndent(errors, "", "  ")` writes PocketBase's
+/// validation errors: keys sorted, each error as its raw message (ozzo-validation's own in
+/// lower case, PocketBase's without the full stop its API adds).
+fn go_errors_text(errors: &Map<String, Value>, depth: usize) -> String {
+    const OZZO: &[&str] = &[
+        "validation_required",
+        "validation_nil_or_not_empty_required",
+        "validation_nil",
+        "validation_empty",
+        "validation_in_invalid",
+        "validation_not_in_invalid",
+        "validation_length_",
+        "validation_match_invalid",
+        "validation_min_greater_",
+        "validation_max_less_",
+        "validation_date_",
+        "validation_multiple_of_invalid",
+        "validation_is_",
+    ];
+    let raw = |e: &Map<String, Value>| -> String {
+        let code = e.get("code").and_then(Value::as_str).unwrap_or("");
+        let msg = e.get("message").and_then(Value::as_str).unwrap_or("");
+        let msg = msg.strip_suffix('.').unwrap_or(msg);
+        let ozzo = OZZO
+            .iter()
+            .any(|p| code == *p || (p.ends_with('_') && code.starts_with(p)));
+        let mut chars = msg.chars();
+        match chars.next() {
+            Some(first) if ozzo => first.to_lowercase().chain(chars).collect(),
+            _ => msg.to_owned(),
+        }
+    };
+    let mut keys: Vec<&String> = errors.keys().collect();
+    keys.sort();
+    let pad = "  ".repeat(depth + 1);
+    let mut out = String::from("{\n");
+    for (n, k) in keys.iter().enumerate() {
+        out.push_str(&pad);
+        crate::schema::value::go_json_string(&mut out, k);
+        out.push_str(": ");
+        match &errors[*k] {
+            Value::Object(e) if e.contains_key("code") => {
+                crate::schema::value::go_json_string(&mut out, &raw(e));
+            }
+            Value::Object(inner) => out.push_str(&go_errors_text(inner, depth + 1)),
+            other => out.push_str(&other.to_string()),
+        }
+        out.push_str(if n + 1 < keys.len() { ",\n" } else { "\n" });
+    }
+    out.push_str(&"  ".repeat(depth));
+    out.push('}');
+    out
 }
 
 /// The import body bound as PocketBase binds it into its form struct: `collections` a list of
@@ -682,19 +738,24 @@ pub(crate) async fn import(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    let parsed = super::body::parse(&headers, uri.query(), body, state.cfg.http.body_bytes_max)
-        .await
-        .map_err(|e| e.answer(super::body::MSG_UNSUPPORTED, super::body::MSG_LOAD_FAILED))?;
+    let parsed =
+        super::body::parse_struct(&headers, uri.query(), body, state.cfg.http.body_bytes_max)
+            .await
+            .map_err(|e| e.answer(super::body::MSG_UNSUPPORTED, super::body::MSG_LOAD_FAILED))?;
     let (list, delete_missing) =
         import_input(parsed).map_err(|()| ApiError::bad(super::body::MSG_LOAD_FAILED))?;
     let fail = |why: String| {
+        // A collection that fails its validation is reported as it is; any other failure
+        // (a body that does not decode, a database error) as the raw error of the import.
+        let message = if why.starts_with(MSG_IMPORT_INVALID) {
+            why
+        } else {
+            format!("Failed to import the collections configuration. Raw error:\n{why}")
+        };
         let mut data = Map::new();
         data.insert(
             "collections".into(),
-            define::verr(
-                "validation_collections_import_failure",
-                &format!("Failed to import the collections configuration. Raw error:\n{why}"),
-            ),
+            define::verr("validation_collections_import_failure", &message),
         );
         ApiError::with_data(
             StatusCode::BAD_REQUEST,

@@ -152,12 +152,17 @@ pub(crate) async fn subscribe(
     request: Request,
 ) -> ApiResult<Response> {
     let (head, body) = request.into_parts();
-    let parsed = body::parse_request(&head, body, state.cfg.http.body_bytes_max)
-        .await
-        .map_err(|e| match e {
-            body::BindError::TooLarge => ApiError::too_large(),
-            _ => ApiError::bad_request(),
-        })?;
+    let parsed = body::parse_struct(
+        &head.headers,
+        head.uri.query(),
+        body,
+        state.cfg.http.body_bytes_max,
+    )
+    .await
+    .map_err(|e| match e {
+        body::BindError::TooLarge => ApiError::too_large(),
+        _ => ApiError::bad_request(),
+    })?;
     // A form binds as Go binds it into the subscribe form's struct: `clientId` its first value,
     // `subscriptions` all of its values.
     let data = match parsed.form {

@@ -517,7 +517,11 @@ async fn write_request(
         .saturating_add(value::record_body_allowance(&c));
     let parsed = body::parse_with_files(headers, raw, body, limit, &state.records.files)
         .await
-        .map_err(|e| e.answer(body::MSG_UNSUPPORTED, super::error::MSG_BAD_REQUEST))?;
+        .map_err(|e| match e {
+            // PocketBase's record form tells a body past its limit from a broken one.
+            body::BindError::Overflowed => ApiError::too_large(),
+            e => e.answer(body::MSG_UNSUPPORTED, super::error::MSG_BAD_REQUEST),
+        })?;
     if parsed.empty_multipart {
         return Err(ApiError::bad(MSG_READ_FAILED));
     }

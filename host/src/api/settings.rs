@@ -27,7 +27,7 @@ pub(crate) async fn update(
 ) -> ApiResult<Response> {
     let (head, body) = request.into_parts();
     let limit = state.cfg.http.body_bytes_max;
-    let parsed = body::parse_request(&head, body, limit)
+    let parsed = body::parse_struct(&head.headers, head.uri.query(), body, limit)
         .await
         .map_err(|e| e.answer(MSG_LOAD_FAILED, MSG_LOAD_FAILED))?;
     // A form binds as Go binds it into the settings struct: of its plain values only

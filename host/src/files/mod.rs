@@ -726,11 +726,11 @@ fn attrs_json(mime: &str, original: Option<&str>, md5: &[u8; 16]) -> String {
     out.push_str("{\"user.cache_control\":\"\",\"user.content_disposition\":\"\",");
     out.push_str("\"user.content_encoding\":\"\",\"user.content_language\":\"\",");
     out.push_str("\"user.content_type\":");
-    go_json_string(&mut out, mime);
+    crate::schema::value::go_json_string(&mut out, mime);
     out.push_str(",\"user.metadata\":{");
     if let Some(original) = original {
         out.push_str("\"original-filename\":");
-        go_json_string(&mut out, original);
+        crate::schema::value::go_json_string(&mut out, original);
     }
     out.push_str("},\"md5\":\"");
     out.push_str(&base64::engine::general_purpose::STANDARD.encode(md5));
@@ -744,26 +744,6 @@ impl Drop for Upload {
             let _ = std::fs::remove_file(temp);
         }
     }
-}
-
-/// A JSON string as Go's `encoding/json` writes it (HTML-safe, U+2028/2029 escaped).
-fn go_json_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
-                out.push_str(&format!("\\u{:04x}", c as u32));
-            }
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
 }
 
 #[cfg(test)]

@@ -113,7 +113,7 @@ pub(crate) fn write_record(
                 let v = values[i]
                     .take()
                     .unwrap_or(crate::schema::value::Stored::Null);
-                let _ = serde_json::to_writer(&mut *out, &from_stored(f, v));
+                write_field_value(out, &from_stored(f, v));
             }
             Slot::CollectionId => {
                 key(out, "collectionId");
@@ -369,6 +369,22 @@ fn decode_entities(s: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// A field's value as Go's JSON encoder writes it: a whole number from 2^53 up to 1e21 (which
+/// no 64-bit integer holds past 1.8e19) as its shortest digits padded with zeros, not in
+/// exponent form.
+fn write_field_value(out: &mut Vec<u8>, v: &Value) {
+    if let Value::Number(n) = v
+        && n.is_f64()
+        && let Some(x) = n.as_f64()
+        && x.fract() == 0.0
+        && (9.0e15..1e21).contains(&x.abs())
+    {
+        out.extend_from_slice(format!("{x}").as_bytes());
+        return;
+    }
+    let _ = serde_json::to_writer(&mut *out, v);
 }
 
 #[cfg(test)]

@@ -20,6 +20,9 @@ pub(super) struct Draft {
     pub passwords: Vec<(usize, String)>,
     /// Errors found in the raw input, which its coerced value no longer shows (by field index).
     pub input_errors: Vec<(usize, Value)>,
+    /// The first refused upload of each file field (its size or type), reported only when the
+    /// field's value passes: PocketBase counts a field's files before it checks each new one.
+    pub upload_errors: Vec<(usize, Value)>,
 }
 
 pub(super) fn idx(c: &Collection, name: &str) -> Option<usize> {
@@ -215,6 +218,8 @@ pub(super) fn validate(
         }
         if let Some(e) = value::validate(f, &draft.values[i]) {
             errors.insert(f.name.clone(), e);
+        } else if let Some((_, e)) = draft.upload_errors.iter().find(|(j, _)| *j == i) {
+            errors.insert(f.name.clone(), e.clone());
         }
     }
     let mut checks: RelationChecks = Vec::new();
@@ -334,6 +339,7 @@ impl Draft {
             values: c.fields.iter().map(zero).collect(),
             passwords: Vec::new(),
             input_errors: Vec::new(),
+            upload_errors: Vec::new(),
         };
         apply_body(c, &mut draft, data, superuser);
         draft
@@ -360,6 +366,7 @@ impl Draft {
                 .collect(),
             passwords: Vec::new(),
             input_errors: Vec::new(),
+            upload_errors: Vec::new(),
         };
         let before = draft.values.clone();
         apply_body(c, &mut draft, data, superuser);
@@ -595,9 +602,9 @@ pub(super) fn attach_uploads(
         }
         replaced.push(i);
         if let Some(e) = upload_error(f, &up)
-            && !draft.input_errors.iter().any(|(j, _)| *j == i)
+            && !draft.upload_errors.iter().any(|(j, _)| *j == i)
         {
-            draft.input_errors.push((i, e));
+            draft.upload_errors.push((i, e));
         }
         match m {
             Some(Modifier::Prepend) => list.insert(0, up.name.clone()),

@@ -48,7 +48,11 @@ const KNOWN_DETAILS: &[Known] = &[
     },
     Known {
         pattern: "nested message.collections: \"*import*",
-        reason: "An import that fails quotes the underlying error in the message: PocketBase saves every collection unvalidated and then serialises its validator's raw (Go) error map, ferrobase validates first and quotes its own validation data. Status, message and code (`validation_collections_import_failure`) agree.",
+        reason: "An import that fails for another reason than a collection's validation quotes the underlying error: PocketBase's Go decoder and SQLite driver words, ferrobase's own. Status, message and code (`validation_collections_import_failure`) agree.",
+    },
+    Known {
+        pattern: "nested message.collections: \"Data validations failed for collection * / \"Data validations failed for collection *",
+        reason: "A collection that fails its validation in an import is quoted with its errors as Go's indented JSON of the validators' raw texts, as PocketBase writes it. Ferrobase derives each raw text from its API message (ozzo-validation's in lower case, the full stop PocketBase's API adds taken off): it differs where PocketBase's own text already ended with a full stop (\"Field type cannot be changed.\") and in a rule's parser words (see the rule entry above). Status, message, code and the keys of the map agree.",
     },
 ];
 
