@@ -232,6 +232,9 @@ pub(crate) struct Parsed {
     /// A `@jsonPayload` key of another JSON kind than a plain value of the same key: a body
     /// bound into a map (a record's data) fails on it; one bound into a struct does not.
     pub payload_conflict: bool,
+    /// A JSON body that is `null` (it binds nothing, but Go's decoder sets a pointer target to
+    /// nil with it).
+    pub json_null: bool,
 }
 
 /// The plain values of a form or multipart body, as text in the order sent, and its
@@ -253,10 +256,10 @@ impl FormValues {
         for (k, v) in self.plain {
             if texts.contains(&k.as_str()) {
                 out.entry(k).or_insert(Value::String(v));
-            } else if text_lists.contains(&k.as_str()) {
-                if let Value::Array(a) = out.entry(k).or_insert_with(|| Value::Array(Vec::new())) {
-                    a.push(Value::String(v));
-                }
+            } else if text_lists.contains(&k.as_str())
+                && let Value::Array(a) = out.entry(k).or_insert_with(|| Value::Array(Vec::new()))
+            {
+                a.push(Value::String(v));
             }
         }
         out.extend(self.payload);
@@ -356,6 +359,7 @@ async fn parse_into(
         form: None,
         empty_multipart: false,
         payload_conflict: false,
+        json_null: false,
     };
     let ct = content_type(headers);
     if ct.starts_with("multipart/form-data") {
@@ -417,8 +421,12 @@ async fn parse_into(
                 form: None,
                 empty_multipart: false,
                 payload_conflict: false,
+                json_null: false,
             }),
-            Ok(Value::Null) => Ok(empty),
+            Ok(Value::Null) => Ok(Parsed {
+                json_null: true,
+                ..empty
+            }),
             _ => Err(BindError::Malformed),
         };
     }
@@ -458,6 +466,7 @@ async fn parse_into(
             form: Some(form),
             empty_multipart: false,
             payload_conflict: conflict,
+            json_null: false,
         });
     }
     // Go's binder decodes XML into the endpoint's target: a record's data (a map) never takes
@@ -550,6 +559,7 @@ where
         form: Some(form),
         empty_multipart: false,
         payload_conflict: conflict,
+        json_null: false,
     })
 }
 

@@ -30,6 +30,11 @@ pub(crate) async fn update(
     let parsed = body::parse_struct(&head.headers, head.uri.query(), body, limit)
         .await
         .map_err(|e| e.answer(MSG_LOAD_FAILED, MSG_LOAD_FAILED))?;
+    // PocketBase decodes the body into a pointer to its settings: `null` sets that pointer to
+    // nil, and the update that follows fails with its 500. Nothing is saved.
+    if parsed.json_null {
+        return Err(ApiError::internal());
+    }
     // A form binds as Go binds it into the settings struct: of its plain values only
     // `superuserIPs` (a list of text) can be set; each group is an object, which a form value
     // cannot fill, so it is left as it was. `@jsonPayload` patches like a JSON body.

@@ -81,7 +81,6 @@ impl Plugin for Audit {
         let Some(last) = changes.last() else {
             return Ok(());
         };
-        kv::increment("commits", i64::try_from(changes.len()).unwrap_or(i64::MAX));
         kv::set("last_seq", last.seq.to_string());
         let kept = kv::get_text("last_titles").unwrap_or_default();
         let mut titles: Vec<&str> = match kept.as_str() {
@@ -95,6 +94,8 @@ impl Plugin for Audit {
         );
         let from = titles.len().saturating_sub(TITLES_KEPT);
         kv::set("last_titles", titles[from..].join(","));
+        // Counted last: a reader that sees the new count sees the titles that came with it.
+        kv::increment("commits", i64::try_from(changes.len()).unwrap_or(i64::MAX));
         Ok(())
     }
 

@@ -24,13 +24,13 @@
 //! * well-formed XML for an endpoint that binds a Go struct: PocketBase decodes it, matching
 //!   elements by its Go field names; ferrobase refuses XML as a body that does not load.
 //!
-//! `DIFF_SEED` and `DIFF_BODY_CASES` (default 600) replay or widen a run.
+//! `DIFF_SEED` and `DIFF_BODY_CASES` (default 1000) replay or widen a run.
 
 use super::{Finding, Rng, canonical, json_diffs};
 use serde_json::{Map, Value, json};
 use std::io::{Read as _, Write as _};
 
-const DEFAULT_CASES: usize = 600;
+const DEFAULT_CASES: usize = 1000;
 
 const POST_ID: &str = "post00000000001";
 const USER_ID: &str = "user00000000001";
@@ -601,23 +601,21 @@ fn multipart(r: &mut Rng, data: &Map<String, Value>) -> (Option<String>, Vec<u8>
         if as_payload && r.pct(50) {
             continue;
         }
-        if matches!(k.as_str(), "f" | "f+" | "+f") {
-            if r.pct(60) || !form_values(v).iter().all(String::is_empty) {
-                // A file part instead of the value.
-                let (name, bytes): (&str, &[u8]) = *r.pick(&[
-                    ("a.txt", &b"hello"[..]),
-                    ("image.png", &b"\x89PNG\r\n\x1a\n0000"[..]),
-                    ("big.bin", &[b'x'; 1500][..]),
-                ]);
-                part(
-                    &mut out,
-                    &format!(
-                        "Content-Disposition: form-data; name=\"{k}\"; filename=\"{name}\"\r\nContent-Type: application/octet-stream"
-                    ),
-                    bytes,
-                );
-                continue;
-            }
+        if matches!(k.as_str(), "f" | "f+" | "+f") && r.pct(60) {
+            // A file part instead of the value.
+            let (name, bytes): (&str, &[u8]) = *r.pick(&[
+                ("a.txt", &b"hello"[..]),
+                ("image.png", &b"\x89PNG\r\n\x1a\n0000"[..]),
+                ("big.bin", &[b'x'; 1500][..]),
+            ]);
+            part(
+                &mut out,
+                &format!(
+                    "Content-Disposition: form-data; name=\"{k}\"; filename=\"{name}\"\r\nContent-Type: application/octet-stream"
+                ),
+                bytes,
+            );
+            continue;
         }
         for text in form_values(v) {
             part(
