@@ -173,15 +173,6 @@ pub(crate) async fn check_info_body(
 /// How the auth and import endpoints word a body that does not parse.
 pub(crate) const MSG_LOAD_FAILED: &str = "An error occurred while loading the submitted data.";
 
-/// Go's `strconv.ParseBool`: its words for true and false, anything else `None`.
-pub(crate) fn go_parse_bool(s: &str) -> Option<bool> {
-    match s {
-        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
-        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
-        _ => None,
-    }
-}
-
 /// PocketBase infers plain form values: "true"/"false" become bools, a numeric string becomes a
 /// number only when it prints back identically (without an exponent: `1e3` stays text).
 fn infer(s: &str) -> Value {
@@ -217,6 +208,7 @@ fn push(map: &mut Map<String, Value>, key: String, v: Value) {
 
 /// The parsed body. `files` holds its file parts, received into the file storage, when the
 /// caller gave one (record writes and batches), by part name.
+#[derive(Default)]
 pub(crate) struct Parsed {
     pub data: Map<String, Value>,
     pub files: Vec<(String, crate::files::Upload)>,
@@ -229,9 +221,6 @@ pub(crate) struct Parsed {
     /// A multipart Content-Type with no body bytes at all (Go's multipart reader fails on it
     /// where an endpoint parses the form itself, as record writes do).
     pub empty_multipart: bool,
-    /// A `@jsonPayload` key of another JSON kind than a plain value of the same key: a body
-    /// bound into a map (a record's data) fails on it; one bound into a struct does not.
-    pub payload_conflict: bool,
     /// A JSON body that is `null` (it binds nothing, but Go's decoder sets a pointer target to
     /// nil with it).
     pub json_null: bool,
@@ -243,6 +232,9 @@ pub(crate) struct Parsed {
 pub(crate) struct FormValues {
     pub plain: Vec<(String, String)>,
     pub payload: Map<String, Value>,
+    /// A `@jsonPayload` key of another JSON kind than a plain value of the same key: a body
+    /// bound into a map (a record's data) fails on it; one bound into a struct does not.
+    payload_conflict: bool,
 }
 
 impl FormValues {
@@ -276,7 +268,7 @@ pub(crate) async fn parse(
     body: Body,
     limit: usize,
 ) -> Result<Parsed, BindError> {
-    map_bound(parse_into(headers, query, body, limit, None).await)
+    map_bound(parse_struct(headers, query, body, limit).await)
 }
 
 /// [`parse`] for an endpoint that binds the body into a struct (through
@@ -294,7 +286,7 @@ pub(crate) async fn parse_struct(
 /// A body bound into a map fails on a payload key of another kind than its plain value.
 fn map_bound(parsed: Result<Parsed, BindError>) -> Result<Parsed, BindError> {
     match parsed {
-        Ok(p) if p.payload_conflict => Err(BindError::Malformed),
+        Ok(p) if p.form.as_ref().is_some_and(|f| f.payload_conflict) => Err(BindError::Malformed),
         other => other,
     }
 }
@@ -352,15 +344,6 @@ async fn parse_into(
     limit: usize,
     storage: Option<&crate::files::Storage>,
 ) -> Result<Parsed, BindError> {
-    let empty = Parsed {
-        data: Map::new(),
-        files: Vec::new(),
-        not_utf8: Vec::new(),
-        form: None,
-        empty_multipart: false,
-        payload_conflict: false,
-        json_null: false,
-    };
     let ct = content_type(headers);
     if ct.starts_with("multipart/form-data") {
         // Streamed: file parts go to their temporary files as they arrive, so a large upload
@@ -374,7 +357,7 @@ async fn parse_into(
             None => {
                 return Ok(Parsed {
                     empty_multipart: true,
-                    ..empty
+                    ..Parsed::default()
                 });
             }
         };
@@ -409,23 +392,18 @@ async fn parse_into(
             ReadError::Broken => BindError::Malformed,
         })?;
     if bytes.is_empty() {
-        return Ok(empty);
+        return Ok(Parsed::default());
     }
     let ct = content_type(headers);
     if ct.starts_with("application/json") {
         return match parse_json_body(&bytes) {
             Ok(Value::Object(data)) => Ok(Parsed {
                 data,
-                files: Vec::new(),
-                not_utf8: Vec::new(),
-                form: None,
-                empty_multipart: false,
-                payload_conflict: false,
-                json_null: false,
+                ..Parsed::default()
             }),
             Ok(Value::Null) => Ok(Parsed {
                 json_null: true,
-                ..empty
+                ..Parsed::default()
             }),
             _ => Err(BindError::Malformed),
         };
@@ -439,7 +417,6 @@ async fn parse_into(
             return Err(BindError::Malformed);
         }
         let mut form = FormValues::default();
-        let mut conflict = false;
         for (k, v) in pairs {
             if k == "@jsonPayload" {
                 payloads.push(v);
@@ -448,25 +425,11 @@ async fn parse_into(
             push(&mut data, k.clone(), infer(&v));
             form.plain.push((k, v));
         }
-        // As in a multipart body: each JSON object merged in after the plain values, anything
-        // else refused.
-        for v in payloads {
-            match parse_json_body(v.as_bytes()) {
-                Ok(Value::Object(m)) => {
-                    form.payload.extend(m.clone());
-                    conflict |= merge_payload(&mut data, m).is_err();
-                }
-                _ => return Err(BindError::Malformed),
-            }
-        }
+        merge_payloads(&mut data, &mut form, payloads)?;
         return Ok(Parsed {
             data,
-            files: Vec::new(),
-            not_utf8: Vec::new(),
             form: Some(form),
-            empty_multipart: false,
-            payload_conflict: conflict,
-            json_null: false,
+            ..Parsed::default()
         });
     }
     // Go's binder decodes XML into the endpoint's target: a record's data (a map) never takes
@@ -542,25 +505,33 @@ where
             form.plain.push((name, text));
         }
     }
-    let mut conflict = false;
-    for text in payloads {
-        match parse_json_body(text.as_bytes()) {
-            Ok(Value::Object(m)) => {
-                form.payload.extend(m.clone());
-                conflict |= merge_payload(&mut data, m).is_err();
-            }
-            _ => return Err(BindError::Malformed),
-        }
-    }
+    merge_payloads(&mut data, &mut form, payloads)?;
     Ok(Parsed {
         data,
         files,
         not_utf8,
         form: Some(form),
-        empty_multipart: false,
-        payload_conflict: conflict,
-        json_null: false,
+        ..Parsed::default()
     })
+}
+
+/// A form's `@jsonPayload` texts, each a JSON object (anything else refuses the body), merged
+/// over the plain values in `data` (see [`merge_payload`]) and kept in `form` as sent.
+fn merge_payloads(
+    data: &mut Map<String, Value>,
+    form: &mut FormValues,
+    payloads: Vec<String>,
+) -> Result<(), BindError> {
+    for text in payloads {
+        match parse_json_body(text.as_bytes()) {
+            Ok(Value::Object(m)) => {
+                form.payload.extend(m.clone());
+                form.payload_conflict |= merge_payload(data, m).is_err();
+            }
+            _ => return Err(BindError::Malformed),
+        }
+    }
+    Ok(())
 }
 
 /// `@jsonPayload`'s keys over the plain values, as PocketBase decodes the payload into the values

@@ -637,33 +637,11 @@ const MSG_IMPORT_INVALID: &str = "Data validations failed for collection";
 /// validation errors: keys sorted, each error as its raw message (ozzo-validation's own in
 /// lower case, PocketBase's without the full stop its API adds).
 fn go_errors_text(errors: &Map<String, Value>, depth: usize) -> String {
-    const OZZO: &[&str] = &[
-        "validation_required",
-        "validation_nil_or_not_empty_required",
-        "validation_nil",
-        "validation_empty",
-        "validation_in_invalid",
-        "validation_not_in_invalid",
-        "validation_length_",
-        "validation_match_invalid",
-        "validation_min_greater_",
-        "validation_max_less_",
-        "validation_date_",
-        "validation_multiple_of_invalid",
-        "validation_is_",
-    ];
     let raw = |e: &Map<String, Value>| -> String {
         let code = e.get("code").and_then(Value::as_str).unwrap_or("");
         let msg = e.get("message").and_then(Value::as_str).unwrap_or("");
-        let msg = msg.strip_suffix('.').unwrap_or(msg);
-        let ozzo = OZZO
-            .iter()
-            .any(|p| code == *p || (p.ends_with('_') && code.starts_with(p)));
-        let mut chars = msg.chars();
-        match chars.next() {
-            Some(first) if ozzo => first.to_lowercase().chain(chars).collect(),
-            _ => msg.to_owned(),
-        }
+        super::error::library_raw(code, msg)
+            .unwrap_or_else(|| msg.strip_suffix('.').unwrap_or(msg).to_owned())
     };
     let mut keys: Vec<&String> = errors.keys().collect();
     keys.sort();
@@ -703,7 +681,7 @@ fn import_input(parsed: super::body::Parsed) -> Result<(Option<Vec<Value>>, bool
             if let Some((_, v)) = form.plain.iter().find(|(k, _)| k == "deleteMissing")
                 && !v.is_empty()
             {
-                delete_missing = super::body::go_parse_bool(v).ok_or(())?;
+                delete_missing = crate::schema::value::go_parse_bool(v).ok_or(())?;
             }
             form.payload
         }

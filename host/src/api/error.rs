@@ -202,6 +202,20 @@ const LIBRARY_CODES: &[&str] = &[
     "validation_date_out_of_range",
 ];
 
+/// A validation message as the validation library words it (`cannot be blank` for the API's
+/// `Cannot be blank.`), for the library's codes; `None` for PocketBase's own.
+pub(crate) fn library_raw(code: &str, api_message: &str) -> Option<String> {
+    if !LIBRARY_CODES.contains(&code) && !code.starts_with("validation_is_") {
+        return None;
+    }
+    let msg = api_message.strip_suffix('.').unwrap_or(api_message);
+    let mut c = msg.chars();
+    Some(match c.next() {
+        Some(f) => f.to_lowercase().chain(c).collect(),
+        None => String::new(),
+    })
+}
+
 /// The details PocketBase logs for validation data: each field's message as its validator
 /// words it (`cannot be blank` for the library's, not the API's `Cannot be blank.`); null
 /// without data.
@@ -211,16 +225,7 @@ fn details(data: &Map<String, Value>) -> Value {
             Value::Object(m) => match m.get("message").and_then(Value::as_str) {
                 Some(msg) if m.contains_key("code") => {
                     let code = m.get("code").and_then(Value::as_str).unwrap_or("");
-                    if !LIBRARY_CODES.contains(&code) && !code.starts_with("validation_is_") {
-                        return json!(msg);
-                    }
-                    let msg = msg.strip_suffix('.').unwrap_or(msg);
-                    let mut c = msg.chars();
-                    let lower: String = match c.next() {
-                        Some(f) => f.to_lowercase().chain(c).collect(),
-                        None => String::new(),
-                    };
-                    json!(lower)
+                    json!(library_raw(code, msg).unwrap_or_else(|| msg.to_owned()))
                 }
                 _ => Value::Object(m.iter().map(|(k, v)| (k.clone(), raw(v))).collect()),
             },

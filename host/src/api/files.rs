@@ -143,7 +143,7 @@ pub(crate) async fn download(
     let download = q
         .get("download")
         .map(|v| match v {
-            Value::String(s) => go_parse_bool(s),
+            Value::String(s) => crate::schema::value::go_parse_bool(s) == Some(true),
             Value::Bool(b) => *b,
             Value::Number(n) => n.as_i64() == Some(1),
             _ => false,
@@ -217,11 +217,6 @@ pub(crate) async fn token(State(state): State<Shared>, request: Request) -> ApiR
         chrono::Utc::now().timestamp(),
     );
     Ok(super::ok_json(&serde_json::json!({ "token": tok })))
-}
-
-/// Go's `strconv.ParseBool`, failures false.
-fn go_parse_bool(s: &str) -> bool {
-    super::body::go_parse_bool(s) == Some(true)
 }
 
 pub(crate) async fn serve(

@@ -45,7 +45,7 @@ pub(crate) fn paging(q: &Map<String, Value>, limits: &Limits) -> ApiResult<(i64,
 pub(crate) fn skip_total(q: &Map<String, Value>) -> ApiResult<bool> {
     match q.get("skipTotal").and_then(Value::as_str) {
         None | Some("") => Ok(false),
-        Some(s) => body::go_parse_bool(s).ok_or_else(ApiError::bad_request),
+        Some(s) => value::go_parse_bool(s).ok_or_else(ApiError::bad_request),
     }
 }
 

@@ -753,11 +753,6 @@ fn split_top_level(input: &str) -> Result<Vec<&str>, ParseError> {
     Ok(out)
 }
 
-/// Go's `strconv.ParseBool` truthy spellings (anything else is false).
-fn excerpt_bool(s: &str) -> bool {
-    matches!(s, "1" | "t" | "T" | "true" | "TRUE" | "True")
-}
-
 /// Parses the `max` excerpt argument: an integer or a decimal (truncated),
 /// optionally signed; must end up > 0.
 fn excerpt_max(s: &str) -> Result<usize, ParseError> {
@@ -800,7 +795,10 @@ fn parse_excerpt(modifier: &str) -> Result<(usize, bool), ParseError> {
     let args: Vec<&str> = args[..close].split(',').map(str::trim).collect();
     match args.as_slice() {
         [max] => Ok((excerpt_max(max)?, false)),
-        [max, ellipsis] => Ok((excerpt_max(max)?, excerpt_bool(ellipsis))),
+        [max, ellipsis] => Ok((
+            excerpt_max(max)?,
+            crate::schema::value::go_parse_bool(ellipsis) == Some(true),
+        )),
         _ => err("too many excerpt arguments - expected (max, withEllipsis?)"),
     }
 }

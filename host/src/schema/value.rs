@@ -533,12 +533,21 @@ fn parse_hex_float(s: &str) -> Option<f64> {
     Some(v * 2f64.powi(shift))
 }
 
+/// Go's `strconv.ParseBool`: its words for true and false, anything else `None`.
+pub(crate) fn go_parse_bool(s: &str) -> Option<bool> {
+    match s {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
+    }
+}
+
 /// PocketBase's bool cast: any non-zero number, and Go's `strconv.ParseBool` words for true.
 fn as_bool(v: &Value) -> bool {
     match v {
         Value::Bool(b) => *b,
         Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
-        Value::String(s) => matches!(s.as_str(), "1" | "t" | "T" | "true" | "TRUE" | "True"),
+        Value::String(s) => go_parse_bool(s) == Some(true),
         _ => false,
     }
 }

@@ -710,28 +710,12 @@ fn send(side: &Side<'_>, case: &Case) -> (u16, Value) {
         .to_ascii_lowercase()
         .contains("transfer-encoding: chunked")
     {
-        dechunked(body)
+        crate::common::dechunk(body.as_bytes())
     } else {
-        body.to_owned()
+        body.as_bytes().to_vec()
     };
-    let json = serde_json::from_str(&body).unwrap_or_else(|_| json!({"notJson": body.len()}));
+    let json = serde_json::from_slice(&body).unwrap_or_else(|_| json!({"notJson": body.len()}));
     (status, masked(json))
-}
-
-/// A chunked body's data.
-fn dechunked(mut rest: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, after)) = rest.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if n == 0 || after.len() < n {
-            break;
-        }
-        out.push_str(&after[..n]);
-        rest = after[n..].strip_prefix("\r\n").unwrap_or(&after[n..]);
-    }
-    out
 }
 
 /// `v` with what each server makes for itself masked: ids of records the generator did not
