@@ -186,7 +186,7 @@ fn infer(s: &str) -> Value {
                 && n.is_finite()
                 && format!("{n}") == s
             {
-                return crate::schema::value::number(n);
+                return crate::schema::value::number_keeping_sign(n);
             }
             Value::String(s.to_owned())
         }

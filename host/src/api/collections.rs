@@ -586,6 +586,13 @@ fn import_all(
     // Save each (its validation comes once all are saved, so relations may point forward).
     let mut saved: Vec<(Option<Collection>, Value, Collection)> = Vec::new();
     for (old, entry) in entries {
+        let name = entry.get("name").and_then(Value::as_str).unwrap_or("");
+        if let Some(e) = ddl::unquoted_name_error(tx, name) {
+            return Err(StoreError::Invalid(format!(
+                "failed to save collection {}: SQL logic error: {e} (1).",
+                super::files::go_quote(name)
+            )));
+        }
         let snapshot = Schema::new(current.clone());
         let built =
             define::prepare_as(&entry, old.as_ref(), &snapshot, true).map_err(|e| match e {

@@ -143,7 +143,7 @@ impl From<RecordError> for ApiError {
 }
 
 pub(crate) fn json_response(status: StatusCode, body: &Value) -> Response {
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let bytes = crate::schema::value::go_json(body);
     let mut res = (status, bytes).into_response();
     res.headers_mut().insert(
         header::CONTENT_TYPE,

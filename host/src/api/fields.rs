@@ -69,7 +69,7 @@ async fn picked(request: Request, next: Next, items: bool) -> Response {
         other if !items => filter.apply_value(other),
         other => other,
     };
-    let out = serde_json::to_vec(&value).unwrap_or_default();
+    let out = crate::schema::value::go_json(&value);
     parts.headers.remove(header::CONTENT_LENGTH);
     parts.headers.insert(
         header::CONTENT_TYPE,

@@ -213,7 +213,7 @@ pub(crate) async fn list(
         if fields.is_none() && e.is_none() {
             write_record(&mut out, &c, &order, r, &view);
         } else {
-            let _ = serde_json::to_writer(&mut out, &shape(&c, r, &view, &fields, e));
+            crate::schema::value::write_go_json(&mut out, &shape(&c, r, &view, &fields, e));
         }
     }
     out.extend_from_slice(
@@ -457,9 +457,9 @@ pub(crate) async fn view(
         .map_err(|_| ApiError::bad_request())?;
     let mut view = access.viewer();
     view.owner_view = managed;
-    let body = Bytes::from(
-        serde_json::to_vec(&shape(&c, row, &view, &fields, expanded)).unwrap_or_default(),
-    );
+    let body = Bytes::from(crate::schema::value::go_json(&shape(
+        &c, row, &view, &fields, expanded,
+    )));
     remember(&state, cache_key, stamp, deps, &body, rowid);
     Ok(json_bytes(body))
 }

@@ -291,10 +291,9 @@ async fn deliver(hub: &Hub, records: &Records, change: &Arc<Committed>) -> Resul
                             expand,
                             t.sub.text("filter"),
                         )?;
-                        let d = Bytes::from(
-                            serde_json::to_vec(&json!({"record": record, "action": action}))
-                                .unwrap_or_default(),
-                        );
+                        let d = Bytes::from(crate::schema::value::go_json(
+                            &json!({"record": record, "action": action}),
+                        ));
                         payloads.insert(shape, d.clone());
                         d
                     }

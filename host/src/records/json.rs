@@ -371,20 +371,9 @@ fn decode_entities(s: &str) -> String {
     out
 }
 
-/// A field's value as Go's JSON encoder writes it: a whole number from 2^53 up to 1e21 (which
-/// no 64-bit integer holds past 1.8e19) as its shortest digits padded with zeros, not in
-/// exponent form.
+/// A field's value as Go's JSON encoder writes it (its numbers as Go spells a float64).
 fn write_field_value(out: &mut Vec<u8>, v: &Value) {
-    if let Value::Number(n) = v
-        && n.is_f64()
-        && let Some(x) = n.as_f64()
-        && x.fract() == 0.0
-        && (9.0e15..1e21).contains(&x.abs())
-    {
-        out.extend_from_slice(format!("{x}").as_bytes());
-        return;
-    }
-    let _ = serde_json::to_writer(&mut *out, v);
+    crate::schema::value::write_go_json(out, v);
 }
 
 #[cfg(test)]
@@ -428,7 +417,7 @@ mod tests {
             let expected = Value::Object(record_json(&c, row.clone(), &viewer));
             let mut out = Vec::new();
             write_record(&mut out, &c, &key_order(&c), row.clone(), &viewer);
-            assert_eq!(out, serde_json::to_vec(&expected).unwrap());
+            assert_eq!(out, crate::schema::value::go_json(&expected));
         }
     }
 

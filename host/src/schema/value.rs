@@ -609,14 +609,56 @@ pub(crate) fn json_input_error_not_utf8(f: &Field, raw: &Value) -> Option<Value>
     json_text_error(f, raw, true)
 }
 
+/// Whether a json field given `s` reads it as JSON text that PocketBase keeps as it came: an
+/// array, object, string or number (not the bare words `null`, `true`, `false`).
+pub(crate) fn is_json_text(f: &Field, s: &str) -> bool {
+    f.kind == FieldType::Json
+        && !matches!(s, "null" | "true" | "false")
+        && normalize_json_string(s) != json!(s)
+}
+
+/// [`validate`] of a json field given JSON text, judged on the text as PocketBase keeps it: its
+/// size with its spaces, and blank only when the text itself is (`[ ]` is not).
+pub(crate) fn validate_json_text(f: &Field, text: &str) -> Option<Value> {
+    let max = json_max_size(f);
+    if text.len() as i64 > max {
+        return Some(json_size_error(max));
+    }
+    if f.required && EMPTY_JSON.contains(&text.trim()) {
+        return Some(verr("validation_required", "Cannot be blank."));
+    }
+    None
+}
+
+/// A json field's `maxSize`, or PocketBase's default when it has none.
+fn json_max_size(f: &Field) -> i64 {
+    match f.opt_i64("maxSize") {
+        m if m > 0 => m,
+        _ => JSON_MAX_BYTES_DEFAULT,
+    }
+}
+
+fn json_size_error(max: i64) -> Value {
+    verr_params(
+        "validation_json_size_limit",
+        &format!("The maximum allowed JSON size is {max} bytes."),
+        json!({"maxSize": max}),
+    )
+}
+
 fn json_text_error(f: &Field, raw: &Value, not_utf8: bool) -> Option<Value> {
     static PRINTABLE: LazyLock<regex::Regex> = LazyLock::new(|| {
         regex::Regex::new(r"^[\p{L}\p{M}\p{N}\p{P}\p{S}]$").expect("static regex")
     });
     let Value::String(s) = raw else { return None };
-    if f.kind != FieldType::Json || normalize_json_string(s) != json!(s) {
-        // (read as JSON: fine)
+    if f.kind != FieldType::Json {
         return None;
+    }
+    let max = json_max_size(f);
+    if normalize_json_string(s) != json!(s) {
+        // Read as JSON: PocketBase keeps the text as it was given, so its size is the text's,
+        // insignificant spaces included.
+        return (s.len() as i64 > max).then(|| json_size_error(max));
     }
     if ["null", "true", "false", ""].contains(&s.as_str()) {
         return None;
@@ -627,10 +669,6 @@ fn json_text_error(f: &Field, raw: &Value, not_utf8: bool) -> Option<Value> {
     ));
     // PocketBase checks the stored text's size before its validity: a value too large for the
     // field gets the size error (from `validate`), not this one.
-    let mut max = f.opt_i64("maxSize");
-    if max <= 0 {
-        max = JSON_MAX_BYTES_DEFAULT;
-    }
     // JSON text whose number is out of range (`-1e400`) is valid to PocketBase's check and
     // stored as such, and fails when read back as a value: refused.
     let json_like = s
@@ -733,7 +771,7 @@ pub(crate) fn coerce(f: &Field, v: &Value) -> Value {
         }
         FieldType::Json => match v {
             Value::String(s) => normalize_json_string(s),
-            other => other.clone(),
+            other => go_decoded(other),
         },
         FieldType::GeoPoint => {
             // PocketBase decodes the point as JSON `{"lon": number, "lat": number}`: anything
@@ -1128,21 +1166,14 @@ pub(crate) fn validate(f: &Field, v: &Value) -> Option<Value> {
             None
         }
         FieldType::Json => {
-            let mut max = f.opt_i64("maxSize");
-            if max <= 0 {
-                max = JSON_MAX_BYTES_DEFAULT;
-            }
+            let max = json_max_size(f);
             let text = if v.is_null() {
                 "null".to_owned()
             } else {
-                v.to_string()
+                go_json_text(v)
             };
             if text.len() as i64 > max {
-                return Some(verr_params(
-                    "validation_json_size_limit",
-                    &format!("The maximum allowed JSON size is {max} bytes."),
-                    json!({"maxSize": max}),
-                ));
+                return Some(json_size_error(max));
             }
             if f.required && EMPTY_JSON.contains(&text.trim()) {
                 return required();
@@ -1236,7 +1267,7 @@ pub(crate) fn to_stored(f: &Field, v: &Value) -> Stored {
         FieldType::Bool => Stored::Int(i64::from(v.as_bool().unwrap_or(false))),
         FieldType::Json => match v {
             Value::Null => Stored::Null,
-            other => Stored::Text(other.to_string()),
+            other => Stored::Text(go_json_text(other)),
         },
         FieldType::GeoPoint => Stored::Text(v.to_string()),
         _ if f.is_multi() => Stored::Text(
@@ -1292,6 +1323,94 @@ pub(crate) fn from_stored(f: &Field, s: Stored) -> Value {
             Stored::Null => json!(""),
         },
     }
+}
+
+/// A float64 as Go's `encoding/json` spells it, which is how PocketBase answers and stores every
+/// number it decoded: shortest digits, plain from 1e-6 up to 1e21 (`1`, `0.000001`,
+/// `100000000000000000000`, `-0`), in exponent form outside it with a signed exponent of at
+/// least one digit (`1e+21`, `1e-7`). Finite values only (JSON has no others).
+pub(crate) fn go_float(x: f64) -> String {
+    let a = x.abs();
+    if a == 0.0 || (1e-6..1e21).contains(&a) {
+        // Rust's `Display` is the shortest round-tripping digits, never in exponent form.
+        return format!("{x}");
+    }
+    let e = format!("{x:e}");
+    match e.split_once('e') {
+        Some((m, exp)) if !exp.starts_with('-') => format!("{m}e+{exp}"),
+        _ => e,
+    }
+}
+
+/// serde_json's compact output with numbers spelled as Go writes them ([`go_float`]): serde
+/// would write `1.0`, `-0.0`, `1e-6` and `1e+20` where PocketBase writes `1`, `-0`, `0.000001`
+/// and `100000000000000000000`.
+struct GoNumbers;
+
+impl serde_json::ser::Formatter for GoNumbers {
+    fn write_f64<W: ?Sized + std::io::Write>(&mut self, w: &mut W, x: f64) -> std::io::Result<()> {
+        w.write_all(go_float(x).as_bytes())
+    }
+}
+
+/// `v` as PocketBase's JSON encoder writes it, appended to `out`: the API's answers and the
+/// json fields' stored text.
+pub(crate) fn write_go_json(out: &mut Vec<u8>, v: &(impl serde::Serialize + ?Sized)) {
+    let mut ser = serde_json::Serializer::with_formatter(out, GoNumbers);
+    // Writing into memory fails only for a map with non-string keys, which no value here has.
+    let _ = v.serialize(&mut ser);
+}
+
+/// [`write_go_json`] into a new buffer.
+pub(crate) fn go_json(v: &(impl serde::Serialize + ?Sized)) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128);
+    write_go_json(&mut out, v);
+    out
+}
+
+/// [`write_go_json`] as text.
+pub(crate) fn go_json_text(v: &(impl serde::Serialize + ?Sized)) -> String {
+    String::from_utf8(go_json(v)).unwrap_or_default()
+}
+
+/// A json field's value given as JSON (not as text), as PocketBase keeps it: Go decodes it into
+/// maps and float64s and encodes it again, so object keys come out sorted and a number keeps
+/// only a float64's precision (9007199254740993 becomes 9007199254740992).
+fn go_decoded(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort_unstable();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), go_decoded(&m[k])))
+                    .collect(),
+            )
+        }
+        Value::Array(a) => Value::Array(a.iter().map(go_decoded).collect()),
+        Value::Number(n) => {
+            const EXACT: u64 = 1 << 53;
+            let exact = n.as_u64().is_some_and(|u| u <= EXACT)
+                || n.as_i64().is_some_and(|i| i.unsigned_abs() <= EXACT);
+            if exact {
+                v.clone()
+            } else {
+                n.as_f64()
+                    .and_then(serde_json::Number::from_f64)
+                    .map_or(Value::Null, Value::Number)
+            }
+        }
+        other => other.clone(),
+    }
+}
+
+/// A form value read as a number: [`number`], except that a negative zero stays one, as the
+/// float64 Go reads (a text field given `-0` keeps `"-0"`).
+pub(crate) fn number_keeping_sign(n: f64) -> Value {
+    if n == 0.0 && n.is_sign_negative() {
+        return serde_json::Number::from_f64(n).map_or(json!(0), Value::Number);
+    }
+    number(n)
 }
 
 /// A JSON string as Go's `encoding/json` writes it (HTML-safe, U+2028/2029 escaped).
@@ -1369,6 +1488,64 @@ mod tests {
         }
         // Unparseable text is 0, as PocketBase's cast makes it.
         assert_eq!(coerce(&f, &json!("1e400")), json!(0));
+    }
+
+    #[test]
+    fn numbers_are_spelled_as_go_writes_a_float64() {
+        // Each as PocketBase 0.40.6 answered it for a json field given the number as JSON.
+        let cases: &[(f64, &str)] = &[
+            (1.0, "1"),
+            (100.0, "100"),
+            (-0.0, "-0"),
+            (0.0, "0"),
+            (1.5, "1.5"),
+            (0.000001, "0.000001"),
+            (-1e-7, "-1e-7"),
+            (1e-11, "1e-11"),
+            (5e-324, "5e-324"),
+            (1e20, "100000000000000000000"),
+            (1e21, "1e+21"),
+            (123456789123.45679, "123456789123.45679"),
+            (1.2345678901234569e23, "1.2345678901234569e+23"),
+            (-1.7976931348623157e308, "-1.7976931348623157e+308"),
+        ];
+        for &(x, want) in cases {
+            assert_eq!(go_float(x), want, "{x:e}");
+        }
+        let v = json!({"a": [1.0, -0.0, 1e20, 7], "b": 0.000001});
+        assert_eq!(
+            go_json_text(&v),
+            r#"{"a":[1,-0,100000000000000000000,7],"b":0.000001}"#
+        );
+    }
+
+    #[test]
+    fn json_values_are_kept_as_go_decodes_and_encodes_them() {
+        let j = field(json!({"type": "json"}));
+        let given: Value =
+            serde_json::from_str(r#"{"z":1,"a":{"y":[{"d":1,"c":2}],"b":9007199254740993}}"#)
+                .unwrap();
+        let kept = coerce(&j, &given);
+        // Keys sorted at every level, a number past 2^53 rounded to a float64.
+        assert_eq!(
+            to_stored(&j, &kept),
+            Stored::Text(r#"{"a":{"b":9007199254740992,"y":[{"c":2,"d":1}]},"z":1}"#.into())
+        );
+        // Given as JSON text, the text's own order is kept.
+        let text = coerce(&j, &json!(r#"{"z":1,"a":2}"#));
+        assert_eq!(
+            to_stored(&j, &text),
+            Stored::Text(r#"{"z":1,"a":2}"#.into())
+        );
+        // The size PocketBase checks is the text's as given, spaces included; a value given as
+        // JSON is measured as Go writes it (`1`, not `1.0`).
+        let small = field(json!({"type": "json", "maxSize": 10}));
+        let size = |e: Option<Value>| e.is_some_and(|e| e["code"] == "validation_json_size_limit");
+        assert!(size(json_input_error(&small, &json!("[1,        2]"))));
+        assert!(json_input_error(&small, &json!("[1,2]")).is_none());
+        let floats = coerce(&small, &json!([1.0, 2.0, 3.0, 4.0]));
+        assert!(validate(&small, &floats).is_none());
+        assert!(size(validate(&small, &json!([1.5, 2.5, 3.5]))));
     }
 
     #[test]

@@ -108,7 +108,7 @@ impl Carried {
         table: &'a str,
         before: Stamp,
     ) -> Result<Carry<'a>> {
-        let mut sql = String::from("SELECT max(rowid) FROM ");
+        let mut sql = String::from("SELECT max(`_rowid_`) FROM ");
         push_qi(&mut sql, table);
         // Also what opens the snapshot, when nothing read in it yet.
         let top: Option<i64> = conn.0.prepare_cached(&sql)?.query_row([], |r| r.get(0))?;
@@ -206,7 +206,7 @@ impl Carry<'_> {
             Some(k) => {
                 let above = params.len() + 1;
                 let sql = format!(
-                    "SELECT count(*) FROM {from} WHERE rowid > ?{above}{}",
+                    "SELECT count(*) FROM {from} WHERE `_rowid_` > ?{above}{}",
                     which.and()
                 );
                 params.push(&k.top);
@@ -249,7 +249,7 @@ impl Carry<'_> {
                 let m = n.max(1) as usize;
                 let marks: Vec<String> = (at + 1..=at + m).map(|i| format!("?{i}")).collect();
                 let sql = format!(
-                    "SELECT rowid FROM {from} WHERE rowid IN ({}) OR (rowid > ?{}{}) ORDER BY {order}, rowid LIMIT ?{}",
+                    "SELECT `_rowid_` FROM {from} WHERE `_rowid_` IN ({}) OR (`_rowid_` > ?{}{}) ORDER BY {order}, `_rowid_` LIMIT ?{}",
                     marks.join(", "),
                     at + m + 1,
                     which.and(),
@@ -269,7 +269,7 @@ impl Carry<'_> {
             }
             None => {
                 let sql = format!(
-                    "SELECT rowid FROM {from}{} ORDER BY {order} LIMIT ?{}",
+                    "SELECT `_rowid_` FROM {from}{} ORDER BY {order} LIMIT ?{}",
                     which.where_clause(),
                     at + 1
                 );
@@ -310,7 +310,7 @@ impl Carry<'_> {
         }
         let conn = conn.0;
         let sql = format!(
-            "SELECT rowid FROM {}{} ORDER BY {order}",
+            "SELECT `_rowid_` FROM {}{} ORDER BY {order}",
             self.table_sql(),
             which.where_clause()
         );

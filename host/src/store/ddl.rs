@@ -157,6 +157,42 @@ pub(crate) fn create(conn: Conn<'_>, c: &Collection) -> Result<()> {
     create_indexes(conn, c)
 }
 
+/// The SQLite error PocketBase's save meets for a collection whose name its query builder does
+/// not quote as one name: a name with `(` or `{{` goes into the statement as it is, one with
+/// `.` becomes `database`.`table`. Such a name fails in SQLite before the collection is
+/// validated; an import, which saves before it validates, reports that error. SQLite itself
+/// judges the statement here (prepared, never run), so the words are its own. None for a name
+/// the builder quotes whole.
+pub(crate) fn unquoted_name_error(conn: Conn<'_>, name: &str) -> Option<String> {
+    let table = if name.contains('(') || name.contains("{{") {
+        // The builder's `{{x}}` placeholders still become quoted names.
+        let mut out = String::new();
+        let mut rest = name;
+        while let Some(start) = rest.find("{{") {
+            let Some(len) = rest[start + 2..].find("}}") else {
+                break;
+            };
+            out.push_str(&rest[..start]);
+            out.push_str(&q(&rest[start + 2..start + 2 + len]));
+            rest = &rest[start + 2 + len + 2..];
+        }
+        out.push_str(rest);
+        out
+    } else if name.contains('.') {
+        name.split('.').map(q).collect::<Vec<_>>().join(".")
+    } else {
+        return None;
+    };
+    match conn.0.prepare(&format!("CREATE TABLE {table} (`id` TEXT)")) {
+        Ok(_) => None,
+        Err(
+            rusqlite::Error::SqliteFailure(_, Some(m))
+            | rusqlite::Error::SqlInputError { msg: m, .. },
+        ) => Some(m),
+        Err(e) => Some(e.to_string()),
+    }
+}
+
 pub(crate) fn create_collection(conn: Conn<'_>, c: &Collection) -> Result<()> {
     let conn = conn.0;
     insert_collection_row(super::Conn(conn), c)?;

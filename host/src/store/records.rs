@@ -355,7 +355,8 @@ fn count_costed(conn: Conn<'_>, c: &Collection, sel: &Select, cost: &mut ScanCos
 /// The rowid of the record `id` of `c` (the change feed names rows by rowid).
 pub(crate) fn rowid_of(conn: Conn<'_>, c: &Collection, id: &str) -> Result<Option<i64>> {
     let mut sql = String::with_capacity(c.name.len() + 40);
-    sql.push_str("SELECT rowid FROM ");
+    // `_rowid_`, which no field may be named: a field may be called `rowid`.
+    sql.push_str("SELECT `_rowid_` FROM ");
     push_qi(&mut sql, &c.name);
     sql.push_str(" WHERE `id` = ?");
     let mut stmt = conn.0.prepare_cached(&sql)?;

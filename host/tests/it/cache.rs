@@ -366,3 +366,50 @@ fn a_view_is_kept_until_its_own_row_changes() {
         "A's update changed whether B may be viewed"
     );
 }
+
+/// A field may be named `rowid` or `oid` (PocketBase reserves only `_rowid_`): SQLite then
+/// reads those names as the columns, so the rows' own ids must be reached as `_rowid_`. Lists
+/// and views answer, and a view cached by its row sees that row's change.
+#[test]
+fn fields_named_rowid_and_oid_are_plain_columns() {
+    let s = Server::start();
+    let su = s.su_token();
+    s.create_collection(
+        &su,
+        json!({"name": "odd", "listRule": "", "viewRule": "", "createRule": "", "updateRule": "",
+            "fields": [{"name": "rowid", "type": "select", "values": ["a", "b"], "maxSelect": 2},
+                       {"name": "oid", "type": "text"}]}),
+    );
+    let base = "/api/collections/odd/records";
+    let r = s.req(
+        "POST",
+        base,
+        None,
+        Some(&json!({"id": "oddrecord000001", "rowid": ["a"], "oid": "x"})),
+    );
+    assert_eq!(r.status, 200, "{}", r.json);
+    let view = format!("{base}/oddrecord000001");
+    for _ in 0..2 {
+        let v = s.req("GET", &view, None, None);
+        assert_eq!(v.status, 200, "{}", v.json);
+        assert_eq!(
+            (&v.json["rowid"], &v.json["oid"]),
+            (&json!(["a"]), &json!("x"))
+        );
+        let l = s.req("GET", base, None, None);
+        assert_eq!(l.status, 200, "{}", l.json);
+        assert_eq!(l.json["items"][0]["rowid"], json!(["a"]));
+    }
+    let r = s.req(
+        "PATCH",
+        &view,
+        None,
+        Some(&json!({"rowid": ["b"], "oid": "y"})),
+    );
+    assert_eq!(r.status, 200, "{}", r.json);
+    let v = s.req("GET", &view, None, None);
+    assert_eq!(
+        (&v.json["rowid"], &v.json["oid"]),
+        (&json!(["b"]), &json!("y"))
+    );
+}

@@ -23,6 +23,11 @@ pub(super) struct Draft {
     /// The first refused upload of each file field (its size or type), reported only when the
     /// field's value passes: PocketBase counts a field's files before it checks each new one.
     pub upload_errors: Vec<(usize, Value)>,
+    /// Json fields given as JSON text, by field index: the text as it came (PocketBase stores
+    /// it verbatim, spaces and number spellings included, and checks its size and blankness)
+    /// with the value read from it. The text stands for the field while the field still holds
+    /// that value (a plugin's patch or a later step may replace it).
+    pub json_texts: Vec<(usize, String, Value)>,
 }
 
 pub(super) fn idx(c: &Collection, name: &str) -> Option<usize> {
@@ -99,6 +104,14 @@ pub(super) fn apply_body(
                         draft.input_errors.push((i, e));
                     }
                     draft.values[i] = coerce(f, v);
+                    draft.json_texts.retain(|(j, _, _)| *j != i);
+                    if let Value::String(text) = v
+                        && value::is_json_text(f, text)
+                    {
+                        draft
+                            .json_texts
+                            .push((i, text.clone(), draft.values[i].clone()));
+                    }
                 }
             }
             Some(m) => modifiers.push((i, m, v)),
@@ -216,7 +229,11 @@ pub(super) fn validate(
         if skip.contains(&i) || f.kind == FieldType::Autodate {
             continue;
         }
-        if let Some(e) = value::validate(f, &draft.values[i]) {
+        let found = match draft.json_text(i) {
+            Some(text) => value::validate_json_text(f, text),
+            None => value::validate(f, &draft.values[i]),
+        };
+        if let Some(e) = found {
             errors.insert(f.name.clone(), e);
         } else if let Some((_, e)) = draft.upload_errors.iter().find(|(j, _)| *j == i) {
             errors.insert(f.name.clone(), e.clone());
@@ -289,7 +306,7 @@ pub(super) fn to_row(
         .iter()
         .enumerate()
         .filter(|(i, _)| only.is_none_or(|o| o.contains(i)))
-        .map(|(i, f)| (i, value::to_stored(f, &draft.values[i])))
+        .map(|(i, f)| (i, draft.stored(i, f)))
         .collect()
 }
 /// A new record as a rule sees it before it is written (PocketBase's dummy record): every
@@ -297,12 +314,12 @@ pub(super) fn to_row(
 pub(super) fn would_be_row(c: &Collection, draft: &Draft) -> Vec<Stored> {
     c.fields
         .iter()
-        .zip(&draft.values)
-        .map(|(f, v)| {
+        .enumerate()
+        .map(|(i, f)| {
             if c.is_auth() && f.name == "verified" {
                 value::to_stored(f, &json!(false))
             } else {
-                value::to_stored(f, v)
+                draft.stored(i, f)
             }
         })
         .collect()
@@ -333,6 +350,22 @@ pub(super) fn apply_patch(
 }
 
 impl Draft {
+    /// The JSON text field `i` was given, while it still holds the value read from it.
+    fn json_text(&self, i: usize) -> Option<&str> {
+        self.json_texts
+            .iter()
+            .find(|(j, _, read)| *j == i && self.values[i] == *read)
+            .map(|(_, text, _)| text.as_str())
+    }
+
+    /// Field `i`'s value as it is stored: a json field's text as given, else its value's.
+    fn stored(&self, i: usize, f: &crate::schema::Field) -> Stored {
+        match self.json_text(i) {
+            Some(text) => Stored::Text(text.to_owned()),
+            None => value::to_stored(f, &self.values[i]),
+        }
+    }
+
     /// A new record: zero values, then the body.
     pub(super) fn new_record(c: &Collection, data: &Map<String, Value>, superuser: bool) -> Self {
         let mut draft = Draft {
@@ -340,6 +373,7 @@ impl Draft {
             passwords: Vec::new(),
             input_errors: Vec::new(),
             upload_errors: Vec::new(),
+            json_texts: Vec::new(),
         };
         apply_body(c, &mut draft, data, superuser);
         draft
@@ -367,6 +401,7 @@ impl Draft {
             passwords: Vec::new(),
             input_errors: Vec::new(),
             upload_errors: Vec::new(),
+            json_texts: Vec::new(),
         };
         let before = draft.values.clone();
         apply_body(c, &mut draft, data, superuser);

@@ -452,6 +452,87 @@ pub fn long_text(n: usize) -> String {
     (0..n).map(|i| MIX[i % MIX.len()]).collect()
 }
 
+/// A JSON text of up to `depth` levels: objects with keys in no particular order, arrays,
+/// strings with escapes and characters that need none, and numbers as Go writes a float64 (a
+/// text's numbers are kept as written by both servers only when spelled that way; PocketBase
+/// keeps other spellings such as `1.0` verbatim, which ferrobase writes as `1`), with spaces
+/// between the tokens now and then.
+pub fn json_text(r: &mut Rng, depth: usize) -> String {
+    const KEYS: &[&str] = &[
+        "a", "b", "z", "Z", "_", "10", "2", "é", "日本", "a b", "", "aa", "ab",
+    ];
+    const NUMBERS: &[&str] = &[
+        "0",
+        "-0",
+        "1",
+        "-1",
+        "7",
+        "100",
+        "1.5",
+        "-2.25",
+        "0.1",
+        "0.000001",
+        "1e-7",
+        "-1e-11",
+        "5e-324",
+        "100000000000000000000",
+        "1e+21",
+        "123456789123.45679",
+        "1.2345678901234569e+23",
+        "9007199254740992",
+        "9007199254740993",
+        "-9007199254740993",
+        "18446744073709551615",
+        "1.7976931348623157e+308",
+    ];
+    const STRINGS: &[&str] = &[
+        r#""""#,
+        r#""x""#,
+        r#""<a&b>""#,
+        r#""\u00e9t\u00e9""#,
+        r#""\n\t\"\\""#,
+        r#""日本""#,
+        r#""\u2028""#,
+        r#""\ud83c\udf89""#,
+        r#""\/""#,
+    ];
+    let space = |r: &mut Rng| if r.pct(15) { " " } else { "" };
+    // Mostly objects and arrays at the top, where a lone value has little to show.
+    let pick = if depth >= 3 && r.pct(80) {
+        4 + r.below(3)
+    } else {
+        r.below(if depth == 0 { 4 } else { 7 })
+    };
+    match pick {
+        0 => (*r.pick(NUMBERS)).to_owned(),
+        1 => (*r.pick(STRINGS)).to_owned(),
+        2 => (*r.pick(&["true", "false", "null"])).to_owned(),
+        3 => (*r.pick(NUMBERS)).to_owned(),
+        4 => {
+            let n = r.below(4);
+            let items: Vec<String> = (0..n).map(|_| json_text(r, depth - 1)).collect();
+            format!("[{}{}]", items.join(&format!(",{}", space(r))), space(r))
+        }
+        _ => {
+            let mut keys: Vec<&str> = Vec::new();
+            for _ in 0..1 + r.below(5) {
+                let k = *r.pick(KEYS);
+                if !keys.contains(&k) {
+                    keys.push(k);
+                }
+            }
+            let members: Vec<String> = keys
+                .iter()
+                .map(|k| {
+                    let key = serde_json::to_string(k).expect("a key");
+                    format!("{key}{}:{}{}", space(r), space(r), json_text(r, depth - 1))
+                })
+                .collect();
+            format!("{{{}{}}}", space(r), members.join(","))
+        }
+    }
+}
+
 /// JSON nested `depth` levels deep (arrays), as text.
 pub fn nested_json_text(depth: usize) -> String {
     format!("{}1{}", "[".repeat(depth), "]".repeat(depth))
@@ -665,7 +746,17 @@ pub fn sample_value(r: &mut Rng, field: &Value, rel_ids: &[String]) -> Value {
                 _ => r.pick(&pool).clone(),
             }
         }
-        "json" => match r.below(22) {
+        "json" => match r.below(32) {
+            22.. => {
+                // Generated JSON: sent as its text (kept as written) or as a value (decoded
+                // and encoded again by the server).
+                let text = json_text(r, 3);
+                if r.pct(50) {
+                    json!(text)
+                } else {
+                    serde_json::from_str(&text).expect("generated JSON parses")
+                }
+            }
             0 => json!(null),
             1 => json!(1),
             2 => json!("str"),
