@@ -60,11 +60,13 @@ fn update_collection_row(conn: &Connection, c: &Collection) -> Result<()> {
 }
 
 fn table_sql(name: &str, fields: &[Field]) -> String {
-    // PocketBase emits columns in alphabetical order of field name.
-    let mut cols: Vec<&Field> = fields.iter().collect();
-    cols.sort_by(|a, b| a.name.cmp(&b.name));
+    // PocketBase emits columns in alphabetical order of field name, one per name (a name given
+    // twice, which validation then refuses, takes its last field's column: an import saves
+    // before it validates).
+    let cols: std::collections::BTreeMap<&str, &Field> =
+        fields.iter().map(|f| (f.name.as_str(), f)).collect();
     let defs: Vec<String> = cols
-        .iter()
+        .values()
         .map(|f| format!("{} {}", q(&f.name), f.column_def()))
         .collect();
     format!("CREATE TABLE {} ({})", q(name), defs.join(", "))
