@@ -310,9 +310,21 @@ pub(crate) struct Query<'a> {
 
 impl<'a> Query<'a> {
     pub(crate) fn new(schema: &'a Schema, base: &Collection, req: &'a RequestInfo) -> Self {
+        // The schema's own copy when it is this collection (no clone on the read path); a
+        // collection being defined may share its id and name with an existing one (a create
+        // that is refused for it) and its rules must still see its own fields.
+        let same = |c: &Collection| {
+            std::ptr::eq(c, base)
+                || (c.name == base.name
+                    && c.fields.len() == base.fields.len()
+                    && c.fields
+                        .iter()
+                        .zip(&base.fields)
+                        .all(|(a, b)| a.name == b.name && a.kind == b.kind))
+        };
         let base = schema
             .by_id(&base.id)
-            .filter(|c| c.name == base.name)
+            .filter(|c| same(c))
             .cloned()
             .unwrap_or_else(|| Arc::new(base.clone()));
         Query {
