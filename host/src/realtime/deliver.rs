@@ -220,7 +220,9 @@ async fn deliver(hub: &Hub, records: &Records, change: &Arc<Committed>) -> Resul
     let mut targets = Vec::new();
     for client in hub.clients() {
         let (auth, auth_version, subs) = client.snapshot();
-        let mut concerned = subs.iter().filter(|s| s.concerns(&c.name, &c.id, &id));
+        let mut concerned = subs
+            .iter()
+            .filter(|s| s.since < change.seq && s.concerns(&c.name, &c.id, &id));
         let Some(first) = concerned.next() else {
             continue;
         };

@@ -19,7 +19,7 @@ use crate::schema::Collection;
 use bytes::Bytes;
 use queue::Queue;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll};
 use tokio::sync::mpsc;
@@ -79,6 +79,8 @@ pub(crate) struct Hub {
     bound: Mutex<HashMap<String, usize>>,
     /// All subscriptions: the writes' fast "nobody listens" answer.
     subscribed: AtomicUsize,
+    /// The last commit queued for delivery (its `seq`).
+    heard: AtomicU64,
     changes: mpsc::UnboundedSender<Arc<Committed>>,
 }
 
@@ -138,6 +140,7 @@ impl Hub {
             interest: Mutex::new(HashMap::new()),
             bound: Mutex::new(HashMap::new()),
             subscribed: AtomicUsize::new(0),
+            heard: AtomicU64::new(0),
             changes,
         });
         tokio::spawn(deliver::run(
@@ -239,10 +242,10 @@ impl Hub {
         }
         // One subscription per distinct topic; empty ones are skipped.
         let mut seen = std::collections::HashSet::new();
-        let subs: Vec<Arc<Subscription>> = topics
+        let mut parsed: Vec<Subscription> = topics
             .iter()
             .filter(|t| !t.is_empty() && seen.insert(t.as_str()))
-            .map(|t| Arc::new(Subscription::parse(t)))
+            .map(|t| Subscription::parse(t))
             .collect();
         let mut st = client
             .state
@@ -253,6 +256,17 @@ impl Hub {
         {
             return Err(SubscribeError::OtherAuth);
         }
+        // A new topic hears only commits after this one (PocketBase delivers a change to the
+        // subscriptions there when it commits); a topic kept from before keeps its start.
+        let now = self.heard.load(Ordering::SeqCst);
+        for sub in &mut parsed {
+            sub.since = st
+                .subs
+                .iter()
+                .find(|old| old.name == sub.name)
+                .map_or(now, |old| old.since);
+        }
+        let subs: Vec<Arc<Subscription>> = parsed.into_iter().map(Arc::new).collect();
         let old_subs = std::mem::replace(&mut st.subs, Arc::new(subs));
         let old_auth = std::mem::replace(&mut st.auth, who.map(Arc::new));
         st.auth_version += 1;
@@ -338,6 +352,7 @@ impl Listener for Hub {
     }
 
     fn committed(&self, change: &Arc<Committed>) {
+        self.heard.fetch_max(change.seq, Ordering::SeqCst);
         let _ = self.changes.send(Arc::clone(change));
     }
 }

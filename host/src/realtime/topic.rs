@@ -21,6 +21,10 @@ pub(crate) struct Subscription {
     pub headers: Vec<(String, String)>,
     /// The compiled check, for the schema and caller it was compiled for.
     pub(super) compiled: Mutex<Option<super::deliver::Compiled>>,
+    /// The last commit queued for delivery when the topic was subscribed: only later commits
+    /// are delivered to it (one committed before it was there never is, however late its
+    /// delivery runs).
+    pub(super) since: u64,
 }
 
 impl Subscription {
@@ -42,6 +46,7 @@ impl Subscription {
             query: Map::new(),
             headers: Vec::new(),
             compiled: Mutex::new(None),
+            since: 0,
         };
         let Some(raw) = query.and_then(options_param) else {
             return sub;
